@@ -1,0 +1,1 @@
+"""Cluster side: Ray connection, inventory probes, the fleet manager and its journal."""

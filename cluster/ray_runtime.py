@@ -1,0 +1,205 @@
+"""Connecting to a Ray cluster, or starting a local head when none is named.
+
+A local head is started with `ray start` (not `ray.init`) so it outlives the `switchyard
+up` process when `--detach` is used; a marker file records that Switchyard started it,
+so `switchyard down` stops only what `up` started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+LOCAL_HEAD_MARKER = "local_head.json"
+
+
+class LocalHeadConfig(BaseModel):
+    """How `switchyard up` starts a single-machine Ray head."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    port: int = Field(6379, ge=1024, le=65535)
+    # Serve's controller, proxy, gateway and one replica per model each hold a logical CPU;
+    # a 2-core box must advertise more than it has or replicas are never scheduled.
+    num_cpus: int = Field(8, ge=1, le=1024)
+    standin_slots: int = Field(
+        4, ge=0, le=1024, description="CPU stand-in accelerator slots this head declares"
+    )
+    standin_resource: str = "accel_slot"
+    dashboard_host: str = "127.0.0.1"
+    dashboard_port: int = Field(8265, ge=1024, le=65535)
+    node_ip_address: str = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class RayConnection:
+    address: str
+    started_local_head: bool
+    dashboard_url: str | None
+
+
+def _ray_cli() -> str:
+    beside = Path(sys.executable).with_name("ray")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("ray")
+    if found is None:
+        raise RuntimeError("the `ray` command is not installed beside this Python")
+    return found
+
+
+def start_local_head(config: LocalHeadConfig, state_dir: Path) -> RayConnection:
+    """Start a Ray head on this machine (idempotent: reuses one Switchyard started).
+
+    The head runs with Ray's token authentication (`RAY_AUTH_MODE=token`, the token in
+    ~/.ray/auth_token), so only local users holding the token can drive it.
+    """
+    marker = state_dir / LOCAL_HEAD_MARKER
+    address = f"{config.node_ip_address}:{config.port}"
+    dashboard_url = f"http://{config.dashboard_host}:{config.dashboard_port}"
+    enable_token_auth()
+    if marker.exists() and _head_alive(address):
+        return RayConnection(address, started_local_head=True, dashboard_url=dashboard_url)
+    resources = {config.standin_resource: config.standin_slots} if config.standin_slots else {}
+    command = [
+        _ray_cli(),
+        "start",
+        "--head",
+        f"--port={config.port}",
+        f"--node-ip-address={config.node_ip_address}",
+        f"--num-cpus={config.num_cpus}",
+        f"--resources={json.dumps(resources)}",
+        "--include-dashboard=true",
+        f"--dashboard-host={config.dashboard_host}",
+        f"--dashboard-port={config.dashboard_port}",
+        "--disable-usage-stats",
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
+        raise RuntimeError("`ray start --head` failed: " + " | ".join(tail))
+    state_dir.mkdir(parents=True, exist_ok=True)
+    marker.write_text(
+        json.dumps(
+            {
+                "address": address,
+                "dashboard_url": dashboard_url,
+                "session_dir": _session_dir_of_head(config.port),
+            }
+        )
+    )
+    return RayConnection(address, started_local_head=True, dashboard_url=dashboard_url)
+
+
+def enable_token_auth() -> None:
+    """Use Ray token auth for clusters Switchyard starts, generating the token once."""
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    if os.environ["RAY_AUTH_MODE"] == "token":
+        subprocess.run(
+            [_ray_cli(), "get-auth-token", "--generate"],
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
+
+
+def _head_alive(address: str) -> bool:
+    result = subprocess.run(
+        [_ray_cli(), "status", f"--address={address}"],
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    return result.returncode == 0
+
+
+def _session_dir_of_head(port: int) -> str | None:
+    """The session directory of the head whose GCS listens on `port` (from its command line)."""
+    import psutil
+
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if any(arg == f"--gcs_server_port={port}" for arg in cmdline):
+            for arg in cmdline:
+                if arg.startswith("--log_dir="):
+                    return str(Path(arg.removeprefix("--log_dir=")).parent)
+    return None
+
+
+def stop_local_head(state_dir: Path, *, grace_s: float = 15.0) -> bool:
+    """Stop the head `up` started; False if Switchyard did not start one.
+
+    Not `ray stop`: that kills every Ray cluster on the machine. We stop only the
+    processes of our head's session (found by its session directory) and their children
+    (workers, replicas and vLLM engine processes).
+    """
+    import psutil
+
+    marker = state_dir / LOCAL_HEAD_MARKER
+    if not marker.exists():
+        return False
+    session_dir = json.loads(marker.read_text()).get("session_dir")
+    if session_dir:
+        roots = [
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if any(session_dir in arg for arg in (p.info.get("cmdline") or []))
+        ]
+        procs: dict[int, psutil.Process] = {}
+        for root in roots:
+            procs[root.pid] = root
+            try:
+                for child in root.children(recursive=True):
+                    procs[child.pid] = child
+            except psutil.NoSuchProcess:
+                continue
+        for proc in procs.values():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.terminate()
+        _, alive = psutil.wait_procs(list(procs.values()), timeout=grace_s)
+        for proc in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        psutil.wait_procs(alive, timeout=5)
+    marker.unlink(missing_ok=True)
+    return True
+
+
+def connect(address: str) -> None:
+    """Attach this process to the cluster as a driver in Switchyard's namespace.
+
+    Call it before anything imports `ray`: Ray reads RAY_AUTH_MODE once, at import.
+    """
+    apply_token_auth_default()
+    import ray
+
+    from cluster.registry import SWITCHYARD_NAMESPACE
+
+    if ray.is_initialized():
+        return
+    ray.init(
+        address=address,
+        namespace=SWITCHYARD_NAMESPACE,
+        logging_level=logging.WARNING,
+        log_to_driver=False,
+    )
+
+
+def apply_token_auth_default() -> None:
+    """Ray's own rule for `ray start`, applied to our drivers too: with RAY_AUTH_MODE unset,
+    a token on disk means the cluster uses token auth. Must run before `import ray`."""
+    if "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").exists():
+        os.environ["RAY_AUTH_MODE"] = "token"
+
+
+def address_from_env() -> str | None:
+    return os.environ.get("RAY_ADDRESS") or None

@@ -1,0 +1,93 @@
+"""The fleet registry: the cluster's single source of truth for routes and aliases.
+
+A plain class; `registry_actor()` turns it into a detached, named Ray actor so the gateway
+replicas, `switchyard status` and the manager all see the same table. Readers long-poll
+`wait_for_change`, so a new model or alias reaches every gateway replica at once without
+redeploying the gateway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from serve_apps.model_state import ModelState
+from serve_apps.routing_table import ModelRoute, RoutingTable
+
+REGISTRY_ACTOR_NAME = "switchyard-registry"
+SWITCHYARD_NAMESPACE = "switchyard"
+
+
+class FleetRegistry:
+    """Holds the current RoutingTable and facts about the stack (endpoint, dashboard)."""
+
+    def __init__(self) -> None:
+        self._table = RoutingTable()
+        self._facts: dict[str, Any] = {}
+        self._changed: asyncio.Condition | None = None
+
+    def _condition(self) -> asyncio.Condition:
+        # Created on first use so it binds to the actor's running event loop.
+        if self._changed is None:
+            self._changed = asyncio.Condition()
+        return self._changed
+
+    async def _publish(self, table: RoutingTable) -> RoutingTable:
+        condition = self._condition()
+        async with condition:
+            self._table = table
+            condition.notify_all()
+        return table
+
+    async def table(self) -> RoutingTable:
+        return self._table
+
+    async def wait_for_change(self, known_version: int, timeout_s: float) -> RoutingTable:
+        """Return as soon as the table's version differs from `known_version`, or at timeout."""
+        condition = self._condition()
+        async with condition:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    condition.wait_for(lambda: self._table.version != known_version), timeout_s
+                )
+            return self._table
+
+    async def put_model(self, route: ModelRoute) -> RoutingTable:
+        return await self._publish(self._table.with_model(route))
+
+    async def set_state(
+        self, name: str, state: ModelState, error: str | None = None
+    ) -> RoutingTable:
+        return await self._publish(self._table.with_state(name, state, error))
+
+    async def remove_model(self, name: str, replaced_by: str | None = None) -> RoutingTable:
+        return await self._publish(self._table.without_model(name, replaced_by))
+
+    async def set_alias(self, alias: str, name: str) -> RoutingTable:
+        return await self._publish(self._table.with_alias(alias, name))
+
+    async def set_held(self, aliases: frozenset[str]) -> RoutingTable:
+        return await self._publish(self._table.with_held(aliases))
+
+    async def set_fact(self, key: str, value: Any) -> None:
+        self._facts[key] = value
+
+    async def facts(self) -> dict[str, Any]:
+        return dict(self._facts)
+
+
+def registry_actor(*, create: bool = True) -> Any:
+    """The registry actor handle, created (detached) if it does not exist and `create`."""
+    import ray
+
+    actor_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(FleetRegistry)
+    if create:
+        return actor_cls.options(
+            name=REGISTRY_ACTOR_NAME,
+            namespace=SWITCHYARD_NAMESPACE,
+            lifetime="detached",
+            get_if_exists=True,
+            max_concurrency=1000,
+        ).remote()
+    return ray.get_actor(REGISTRY_ACTOR_NAME, namespace=SWITCHYARD_NAMESPACE)

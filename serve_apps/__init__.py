@@ -1,0 +1,1 @@
+"""Ray Serve applications: one per model (vLLM engines) and the OpenAI gateway."""

@@ -1,0 +1,148 @@
+"""The typed, user-facing description of one model deployment.
+
+Validated before anything touches the cluster: a bad value fails here with the field's
+name, the value and what is allowed, and nothing is deployed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# Serve application and deployment names end up in Ray actor names and URLs.
+MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+_NAME_RE = re.compile(MODEL_NAME_PATTERN)
+
+
+def validate_model_name(value: str, field: str = "name") -> str:
+    """One rule for model names and aliases everywhere (config, CLI, registry)."""
+    if not _NAME_RE.match(value):
+        raise ValueError(
+            f"{field}={value!r} is not allowed: use 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LayoutConfig(_Strict):
+    """How one model is split over accelerators (the admission policy's candidate)."""
+
+    tp: int = Field(1, ge=1, le=64, description="tensor parallel size")
+    pp: int = Field(1, ge=1, le=64, description="pipeline parallel size")
+    dp: int = Field(1, ge=1, le=64, description="data parallel size (engine replicas)")
+    ep: bool = Field(False, description="expert parallel (MoE experts spread, not split)")
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.tp * self.pp
+
+    def __str__(self) -> str:
+        return f"TP{self.tp}xPP{self.pp}xDP{self.dp}" + ("+EP" if self.ep else "")
+
+
+class EngineConfig(_Strict):
+    """vLLM engine arguments Switchyard sets on purpose; anything else goes in `extra`."""
+
+    max_model_len: int | None = Field(None, ge=16)
+    gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
+    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"] = "auto"
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    enforce_eager: bool = False
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("extra")
+    @classmethod
+    def _no_layout_in_extra(cls, value: dict[str, Any]) -> dict[str, Any]:
+        owned = {
+            "tensor_parallel_size",
+            "pipeline_parallel_size",
+            "data_parallel_size",
+            "enable_expert_parallel",
+            "distributed_executor_backend",
+        }
+        clash = sorted(owned & value.keys())
+        if clash:
+            raise ValueError(
+                f"engine.extra sets {clash}, which Switchyard derives from `layout`; "
+                "set them through layout.tp/pp/dp/ep instead"
+            )
+        return value
+
+
+class AcceleratorConfig(_Strict):
+    """What a layout's "GPU" means on this cluster.
+
+    `gpu` asks Ray for real `GPU` resources and uses vLLM's Ray executor. `cpu` runs the
+    CPU build of vLLM, one CPU engine worker per layout slot, placed on a custom resource
+    that nodes declare as a stand-in for GPUs (Ray Serve LLM refuses logical GPUs on the CPU
+    platform, see the shared reference, section 6).
+    """
+
+    kind: Literal["gpu", "cpu"] = "gpu"
+    standin_resource: str | None = Field(
+        "accel_slot", description="cpu only: custom resource each layout slot takes"
+    )
+    cpu_kv_cache_space_gib: float = Field(
+        1.0, gt=0.0, le=512.0, description="cpu only: VLLM_CPU_KVCACHE_SPACE per engine"
+    )
+    cpu_threads_bind: str = Field(
+        "auto", description="cpu only: VLLM_CPU_OMP_THREADS_BIND ('auto', 'nobind', '0|1', ...)"
+    )
+
+
+class ModelDeploymentConfig(_Strict):
+    """Everything needed to put one model behind the gateway."""
+
+    name: str
+    source: str = Field(min_length=1, description="hub id[@rev], local dir or miniature:NAME")
+    aliases: tuple[str, ...] = ()
+    layout: LayoutConfig = LayoutConfig()
+    engine: EngineConfig = EngineConfig()
+    accelerator: AcceleratorConfig = AcceleratorConfig()
+    replicas: int = Field(1, ge=1, le=64)
+    health_check_period_s: float = Field(5.0, gt=0.0, le=600.0)
+    health_check_timeout_s: float = Field(30.0, gt=0.0, le=3600.0)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return validate_model_name(value)
+
+    @field_validator("aliases")
+    @classmethod
+    def _aliases(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for alias in value:
+            validate_model_name(alias, "aliases")
+        return value
+
+    @model_validator(mode="after")
+    def _layout_supported(self) -> ModelDeploymentConfig:
+        if self.layout.dp > 1 and self.layout.ep:
+            # vLLM's DP+EP needs one engine spanning the DP ranks (Ray Serve LLM's
+            # data-parallel pattern); not wired yet, so refuse rather than mis-place.
+            raise ValueError(
+                f"layout={self.layout}: data parallel with expert parallel is not supported "
+                "yet; use dp=1 with tp>1 and ep=true, or dp>1 without ep"
+            )
+        if self.accelerator.kind == "cpu" and self.layout.ep:
+            raise ValueError(
+                "layout.ep=true with accelerator.kind='cpu' is not allowed: vLLM's CPU "
+                "expert parallel crashes a worker (shared reference, section 6)"
+            )
+        return self
+
+    @property
+    def app_name(self) -> str:
+        return f"model-{self.name}"
+
+    @property
+    def deployment_name(self) -> str:
+        # Ray Serve LLM names the deployment `<name_prefix><model_id>`, with '/' -> '--'
+        # and '.' -> '_' in the model id (ray.llm ... core/server/builder.py).
+        return f"{self.app_name}:" + self.name.replace("/", "--").replace(".", "_")

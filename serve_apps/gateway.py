@@ -1,0 +1,387 @@
+"""The OpenAI-compatible endpoint: one FastAPI app in front of every model.
+
+A plain class. It resolves the request's `model` (a name or an alias) through the live
+routing table, holds requests for aliases a swap is moving, and forwards the rest to the
+model's engines through a `ModelBackend`. Ray Serve wraps it in `gateway_app.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from serve_apps.api_keys import ApiKeyCheck
+from serve_apps.gateway_settings import GatewaySettings
+from serve_apps.model_backend import Method, ModelBackend
+from serve_apps.openai_errors import GatewayError
+from serve_apps.replica_health import ReplicaHealthView
+from serve_apps.route_view import RouteView
+from serve_apps.routing_table import Forward, Hold, ModelRoute, Refuse
+
+log = logging.getLogger(__name__)
+
+ParseRequest = Callable[[Method, dict[str, Any]], Any]
+"""Turns a JSON body into the model server's request object; raises ValueError if invalid."""
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+_OPEN_PATHS = frozenset({"/health", "/-/healthz", "/-/routes"})
+
+
+def _json_error(error: GatewayError) -> JSONResponse:
+    return JSONResponse(error.body(), status_code=error.status, headers=error.headers())
+
+
+class _GuardMiddleware:
+    """Auth and body-size checks before any routing or parsing happens.
+
+    Pure ASGI (not BaseHTTPMiddleware) so streamed responses pass through untouched.
+    """
+
+    def __init__(self, app: ASGIApp, *, keys: ApiKeyCheck, max_body_bytes: int) -> None:
+        self._app = app
+        self._keys = keys
+        self._max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") in _OPEN_PATHS:
+            await self._app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if not self._keys.allows(headers.get("authorization")):
+            error = GatewayError(
+                401,
+                "Missing or invalid API key (send 'Authorization: Bearer KEY').",
+                code="invalid_api_key",
+            )
+            response = _json_error(error)
+            response.headers["WWW-Authenticate"] = "Bearer"
+            await response(scope, receive, send)
+            return
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self._max_body_bytes:
+            await _json_error(self._too_large())(scope, receive, send)
+            return
+        await self._app(scope, receive, send)
+
+    def _too_large(self) -> GatewayError:
+        return GatewayError(
+            413,
+            f"Request body is larger than {self._max_body_bytes} bytes.",
+            code="request_too_large",
+        )
+
+
+class Gateway:
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        routes: RouteView,
+        health: ReplicaHealthView,
+        backend: ModelBackend,
+        parse_request: ParseRequest,
+    ) -> None:
+        self._settings = settings
+        self._routes = routes
+        self._health = health
+        self._backend = backend
+        self._parse_request = parse_request
+        self._keys = ApiKeyCheck(settings.api_keys)
+        self._held = 0
+        self.in_flight: Counter[str] = Counter()
+        self.app = self._build_app()
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        self._routes.start()
+        self._health.start()
+
+    async def stop(self) -> None:
+        await self._routes.stop()
+        await self._health.stop()
+
+    # ---------------------------------------------------------------- app
+    def _build_app(self) -> FastAPI:
+        app = FastAPI(title="Switchyard", docs_url=None, redoc_url=None)
+        app.add_middleware(
+            _GuardMiddleware, keys=self._keys, max_body_bytes=self._settings.max_body_bytes
+        )
+
+        @app.exception_handler(GatewayError)
+        async def _gateway_error(_: Request, exc: GatewayError) -> Response:
+            return _json_error(exc)
+
+        @app.get("/health")
+        async def health() -> dict[str, Any]:
+            table = self._routes.table
+            return {
+                "status": "ok",
+                "routing_table_version": table.version,
+                "models_ready": sum(1 for r in table.live_models() if r.state == "ready"),
+            }
+
+        @app.get("/v1/models")
+        async def models() -> dict[str, Any]:
+            return self._model_list()
+
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request) -> Response:
+            return await self._handle(request, "chat")
+
+        @app.post("/v1/completions")
+        async def completions(request: Request) -> Response:
+            return await self._handle(request, "completions")
+
+        return app
+
+    def _model_list(self) -> dict[str, Any]:
+        table = self._routes.table
+        data: list[dict[str, Any]] = []
+        for route in table.live_models():
+            data.append(
+                {
+                    "id": route.name,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "switchyard",
+                    "state": route.state.value,
+                    "aliases": list(table.aliases_of(route.name)),
+                    "layout": route.layout,
+                }
+            )
+        for alias, target in sorted(table.aliases.items()):
+            data.append(
+                {
+                    "id": alias,
+                    "object": "model",
+                    "created": 0,
+                    "owned_by": "switchyard",
+                    "alias_for": target,
+                }
+            )
+        return {"object": "list", "data": data}
+
+    # ---------------------------------------------------------------- requests
+    async def _read_body(self, request: Request) -> dict[str, Any]:
+        # Read with a cap: a chunked upload has no Content-Length for the middleware to check.
+        limit = self._settings.max_body_bytes
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise GatewayError(
+                    413, f"Request body is larger than {limit} bytes.", code="request_too_large"
+                )
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+        try:
+            body = json.loads(raw)
+        except RecursionError:
+            raise GatewayError(
+                400, "Request body is nested too deeply.", code="invalid_json"
+            ) from None
+        except ValueError as exc:  # includes invalid UTF-8
+            raise GatewayError(
+                400, f"Request body is not valid JSON: {exc}", code="invalid_json"
+            ) from None
+        if not isinstance(body, dict):
+            raise GatewayError(400, "Request body must be a JSON object.", code="invalid_request")
+        return body
+
+    async def _resolve(self, requested: str) -> ModelRoute:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._settings.hold_timeout_s
+        held = False
+        try:
+            while True:
+                resolution = self._routes.table.resolve(requested)
+                if isinstance(resolution, Forward):
+                    if self._health.running(resolution.route.app_name) == 0:
+                        raise self._unavailable(
+                            f"The model '{resolution.route.name}' has no running replica "
+                            "right now (it is being replaced); retry shortly."
+                        )
+                    return resolution.route
+                if isinstance(resolution, Refuse):
+                    retry = self._settings.retry_after_s if resolution.status == 503 else None
+                    raise GatewayError(
+                        resolution.status,
+                        resolution.message,
+                        code=resolution.code,
+                        param="model",
+                        retry_after_s=retry,
+                    )
+                assert isinstance(resolution, Hold)
+                if not held:
+                    if self._held >= self._settings.max_held_requests:
+                        raise self._unavailable(
+                            f"'{requested}' is being switched and the hold queue is full."
+                        )
+                    self._held += 1
+                    held = True
+                remaining = deadline - loop.time()
+                if remaining <= 0 or not await self._routes.wait_for_change(remaining):
+                    raise self._unavailable(
+                        f"'{requested}' is still being switched after "
+                        f"{self._settings.hold_timeout_s:g} s."
+                    )
+        finally:
+            if held:
+                self._held -= 1
+
+    def _unavailable(self, message: str) -> GatewayError:
+        return GatewayError(
+            503, message, code="model_unavailable", retry_after_s=self._settings.retry_after_s
+        )
+
+    async def _handle(self, request: Request, method: Method) -> Response:
+        if not await self._routes.wait_loaded(30.0):
+            raise self._unavailable("The gateway has not loaded its routing table yet.")
+        body = await self._read_body(request)
+        requested = body.get("model")
+        if not isinstance(requested, str) or not requested:
+            raise GatewayError(
+                400,
+                "The 'model' field is required and must be a string.",
+                code="invalid_request",
+                param="model",
+            )
+        route = await self._resolve(requested)
+        body["model"] = route.name
+        try:
+            parsed = self._parse_request(method, body)
+        except ValueError as exc:
+            raise GatewayError(400, _first_line(exc), code="invalid_request") from None
+        return await self._forward(route, method, parsed, stream=bool(body.get("stream")))
+
+    async def _forward(
+        self, route: ModelRoute, method: Method, parsed: Any, *, stream: bool
+    ) -> Response:
+        self.in_flight[route.name] += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.in_flight[route.name] -= 1
+
+        try:
+            try:
+                outputs = aiter(self._backend.stream(route, method, parsed))
+                first = await asyncio.wait_for(anext(outputs), self._settings.first_chunk_timeout_s)
+            except TimeoutError:
+                raise self._unavailable(
+                    f"The model '{route.name}' sent nothing for "
+                    f"{self._settings.first_chunk_timeout_s:g} s."
+                ) from None
+            except StopAsyncIteration:
+                raise GatewayError(502, f"The model '{route.name}' returned nothing.") from None
+            except GatewayError:
+                raise
+            except Exception as exc:
+                raise self._backend_failure(route, exc) from None
+            error = _error_of(first, self._settings.retry_after_s)
+            if error is not None:
+                raise error
+            if not stream:
+                release()
+                return JSONResponse(_as_json(first))
+            return StreamingResponse(
+                self._sse(route, first, outputs, release), media_type="text/event-stream"
+            )
+        except BaseException:
+            release()
+            raise
+
+    async def _sse(
+        self,
+        route: ModelRoute,
+        first: Any,
+        outputs: AsyncIterator[Any],
+        release: Callable[[], None],
+    ) -> AsyncIterator[str]:
+        started = time.monotonic()
+        try:
+            yield _sse_text(first)
+            async for item in outputs:
+                error = _error_of(item, self._settings.retry_after_s)
+                if error is not None:
+                    yield _sse_error(error)
+                    return
+                yield _sse_text(item)
+        except Exception as exc:
+            # Headers are sent; the only honest signal left is an error event in the stream.
+            log.warning(
+                "stream from %s broke after %.1f s: %s",
+                route.name,
+                time.monotonic() - started,
+                exc,
+            )
+            yield _sse_error(self._backend_failure(route, exc))
+        finally:
+            release()
+
+    def _backend_failure(self, route: ModelRoute, exc: BaseException) -> GatewayError:
+        log.warning("model %s failed a request: %r", route.name, exc)
+        return self._unavailable(
+            f"The model '{route.name}' could not serve the request ({type(exc).__name__}); "
+            "its engine is restarting or being replaced. Retry shortly."
+        )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    lines = text.splitlines()
+    # pydantic puts the field on line 2 and the problem on line 3; keep them together.
+    return " ".join(line.strip() for line in lines[:3])
+
+
+def _error_of(item: Any, retry_after_s: int) -> GatewayError | None:
+    """An OpenAI error object from the model server (vLLM's ErrorResponse), if `item` is one."""
+    error = getattr(item, "error", None)
+    if error is None or not hasattr(error, "message"):
+        return None
+    status = getattr(error, "code", 500)
+    status = status if isinstance(status, int) and 400 <= status < 600 else 500
+    retry = None
+    if status >= 500:
+        # Engine-side failures (dead engine, overload) are transient for the client.
+        status, retry = 503, retry_after_s
+    return GatewayError(
+        status,
+        str(error.message),
+        code=getattr(error, "type", None),
+        param=getattr(error, "param", None),
+        retry_after_s=retry,
+    )
+
+
+def _as_json(item: Any) -> Any:
+    if hasattr(item, "model_dump"):
+        return item.model_dump(mode="json")
+    return item
+
+
+def _sse_text(item: Any) -> str:
+    if isinstance(item, list):
+        return "".join(_sse_text(part) for part in item)
+    if isinstance(item, str):
+        return item
+    return f"data: {json.dumps(_as_json(item))}\n\n"
+
+
+def _sse_error(error: GatewayError) -> str:
+    return f"data: {json.dumps(error.body())}\n\ndata: [DONE]\n\n"

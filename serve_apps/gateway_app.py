@@ -1,0 +1,90 @@
+"""Ray Serve wiring for the gateway: the only place it is decorated or bound."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from serve_apps.gateway import Gateway
+from serve_apps.gateway_settings import GatewaySettings
+from serve_apps.model_backend import Method, ServeHandleBackend
+from serve_apps.replica_health import ReplicaHealthView
+from serve_apps.route_view import RouteView
+from serve_apps.routing_table import RoutingTable
+
+if TYPE_CHECKING:
+    from ray.serve.deployment import Application
+
+GATEWAY_APP_NAME = "switchyard-gateway"
+GATEWAY_DEPLOYMENT_NAME = "gateway"
+
+
+def parse_openai_request(method: Method, body: dict[str, Any]) -> Any:
+    """vLLM's own request models (as re-exported by Ray Serve LLM): same validation as vLLM."""
+    from ray.serve.llm.openai_api_models import ChatCompletionRequest, CompletionRequest
+
+    model = ChatCompletionRequest if method == "chat" else CompletionRequest
+    return model.model_validate(body)
+
+
+async def _registry_fetch(known_version: int, timeout_s: float) -> RoutingTable:
+    from cluster.registry import registry_actor
+
+    table: RoutingTable = await registry_actor(create=False).wait_for_change.remote(
+        known_version, timeout_s
+    )
+    return table
+
+
+async def _running_replicas() -> Mapping[str, int]:
+    from ray import serve
+    from ray.serve._private.common import ReplicaState
+
+    status = await asyncio.to_thread(serve.status)
+    running: dict[str, int] = {}
+    for app_name, app_status in status.applications.items():
+        running[app_name] = sum(
+            d.replica_states.get(ReplicaState.RUNNING, 0) for d in app_status.deployments.values()
+        )
+    return running
+
+
+class GatewayReplica:
+    """One gateway replica: composes a Gateway from its settings."""
+
+    def __init__(self, settings_json: str) -> None:
+        settings = GatewaySettings.model_validate_json(settings_json)
+        self._gateway = Gateway(
+            settings,
+            RouteView(_registry_fetch),
+            ReplicaHealthView(_running_replicas, period_s=settings.health_poll_s),
+            ServeHandleBackend(),
+            parse_openai_request,
+        )
+
+    async def __serve_build_asgi_app__(self) -> Any:
+        self._gateway.start()
+        return self._gateway.app
+
+    async def check_health(self) -> None:
+        return None
+
+
+def build_gateway_app(settings: GatewaySettings) -> Application:
+    from ray import serve
+
+    deployment = serve.deployment(
+        name=GATEWAY_DEPLOYMENT_NAME,
+        num_replicas=settings.replicas,
+        # The gateway only awaits I/O; a high bound keeps Serve from queueing in front of it.
+        max_ongoing_requests=10_000,
+        ray_actor_options={"num_cpus": 0},
+    )(serve.ingress()(GatewayReplica))
+    # SecretStr would serialize as '**********'; the replica needs the real keys, passed
+    # as Ray task arguments (never logged by Switchyard).
+    payload = settings.model_dump(mode="json")
+    payload["api_keys"] = [k.get_secret_value() for k in settings.api_keys]
+    import json
+
+    return deployment.bind(json.dumps(payload))

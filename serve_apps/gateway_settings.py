@@ -1,0 +1,26 @@
+"""Settings of the OpenAI gateway (one pydantic model, validated before deploy)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+
+class GatewaySettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    api_keys: tuple[SecretStr, ...] = Field(
+        (), description="accepted bearer tokens; empty means the endpoint is open"
+    )
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
+    retry_after_s: int = Field(5, ge=1, le=3600, description="Retry-After on 503 answers")
+    first_chunk_timeout_s: float = Field(
+        600.0, gt=0, le=86400, description="give up (503) if a model sends nothing for this long"
+    )
+    hold_timeout_s: float = Field(
+        600.0, gt=0, le=86400, description="longest a request waits for a swap to finish"
+    )
+    max_held_requests: int = Field(
+        1024, ge=0, le=1_000_000, description="bound of the queue held during a swap"
+    )
+    health_poll_s: float = Field(1.0, gt=0, le=60, description="replica health refresh period")
+    replicas: int = Field(1, ge=1, le=64, description="gateway replicas")

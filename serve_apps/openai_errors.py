@@ -1,0 +1,49 @@
+"""Errors in OpenAI's JSON shape, so the official clients raise the right exception class."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# OpenAI's `type` strings by status; clients key their exception classes on the status.
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "invalid_request_error",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    503: "service_unavailable",
+}
+
+
+class GatewayError(Exception):
+    """An error the gateway answers with; carries status, code and the Retry-After hint."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        retry_after_s: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.param = param
+        self.retry_after_s = retry_after_s
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.status, self.message, code=self.code, param=self.param)
+
+    def headers(self) -> dict[str, str]:
+        return {} if self.retry_after_s is None else {"Retry-After": str(self.retry_after_s)}
+
+
+def error_body(
+    status: int, message: str, *, code: str | None = None, param: str | None = None
+) -> dict[str, Any]:
+    error_type = _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    return {"error": {"message": message, "type": error_type, "param": param, "code": code}}

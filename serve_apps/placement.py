@@ -1,0 +1,42 @@
+"""Placement groups from a layout: which bundles one replica needs and how they pack."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from serve_apps.deployment_config import AcceleratorConfig, LayoutConfig
+
+Strategy = Literal["STRICT_PACK", "PACK", "SPREAD"]
+
+
+@dataclass(frozen=True)
+class PlacementSpec:
+    """Bundles for one replica (one per TP x PP rank) and the packing strategy."""
+
+    bundles: tuple[dict[str, float], ...]
+    strategy: Strategy
+
+    def as_ray_serve_llm(self) -> dict[str, object]:
+        return {"bundles": [dict(b) for b in self.bundles], "strategy": self.strategy}
+
+
+def placement_for(
+    layout: LayoutConfig, accelerator: AcceleratorConfig, *, pp_across_nodes: bool = False
+) -> PlacementSpec:
+    """One bundle per rank of a replica.
+
+    TP ranks all-reduce every layer, so a replica without PP must sit on one node
+    (STRICT_PACK). With PP, stages exchange activations only once per stage boundary, so
+    they may span nodes, but only when the admission policy planned it (`pp_across_nodes`);
+    otherwise they are packed too.
+    """
+    if accelerator.kind == "gpu":
+        bundle: dict[str, float] = {"GPU": 1.0}
+    else:
+        bundle = {"CPU": 1.0}
+        if accelerator.standin_resource:
+            bundle[accelerator.standin_resource] = 1.0
+    bundles = tuple(dict(bundle) for _ in range(layout.gpus_per_replica))
+    strategy: Strategy = "PACK" if layout.pp > 1 and pp_across_nodes else "STRICT_PACK"
+    return PlacementSpec(bundles=bundles, strategy=strategy)

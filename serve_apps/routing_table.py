@@ -1,0 +1,119 @@
+"""The routing table: which model names and aliases exist, and where their engines live.
+
+Pure data plus resolution rules, shared by the gateway (which reads it) and the fleet
+registry (which owns it). No Ray import: the gateway's routing decisions are unit-testable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from serve_apps.model_state import ModelState
+
+
+@dataclass(frozen=True)
+class ModelRoute:
+    """One model as the gateway sees it."""
+
+    name: str
+    app_name: str
+    deployment_name: str
+    state: ModelState
+    source: str = ""
+    layout: str = ""
+    replicas: int = 1
+    replaced_by: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class RoutingTable:
+    """An immutable, versioned snapshot. Every change makes a new table with version + 1."""
+
+    version: int = 0
+    # Plain dicts, never mutated after construction: the table crosses Ray actor
+    # boundaries by pickling, which mappingproxy does not support.
+    models: Mapping[str, ModelRoute] = field(default_factory=dict)
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    held_aliases: frozenset[str] = frozenset()
+    """Aliases whose requests wait in the gateway (a swap is moving them), not failed."""
+
+    def with_model(self, route: ModelRoute) -> RoutingTable:
+        models = dict(self.models)
+        models[route.name] = route
+        return replace(self, version=self.version + 1, models=models)
+
+    def with_state(self, name: str, state: ModelState, error: str | None = None) -> RoutingTable:
+        route = self.models[name]
+        return self.with_model(replace(route, state=state, error=error))
+
+    def without_model(self, name: str, replaced_by: str | None = None) -> RoutingTable:
+        """Mark `name` REMOVED (a tombstone) and drop aliases that pointed to it."""
+        route = self.models[name]
+        tomb = replace(route, state=ModelState.REMOVED, replaced_by=replaced_by)
+        table = self.with_model(tomb)
+        aliases = {a: m for a, m in table.aliases.items() if m != name}
+        return replace(table, aliases=aliases)
+
+    def with_alias(self, alias: str, name: str) -> RoutingTable:
+        aliases = dict(self.aliases)
+        aliases[alias] = name
+        return replace(self, version=self.version + 1, aliases=aliases)
+
+    def with_held(self, aliases: frozenset[str]) -> RoutingTable:
+        return replace(self, version=self.version + 1, held_aliases=aliases)
+
+    def aliases_of(self, name: str) -> tuple[str, ...]:
+        return tuple(sorted(a for a, m in self.aliases.items() if m == name))
+
+    def live_models(self) -> tuple[ModelRoute, ...]:
+        """Models that exist now (every state but REMOVED), sorted by name."""
+        return tuple(r for _, r in sorted(self.models.items()) if r.state is not ModelState.REMOVED)
+
+    def resolve(self, requested: str) -> Resolution:
+        """What the gateway should do with a request naming `requested`."""
+        if requested in self.held_aliases:
+            return Hold(alias=requested)
+        name = self.aliases.get(requested, requested)
+        route = self.models.get(name)
+        if route is None:
+            return Refuse(404, "model_not_found", f"The model '{requested}' does not exist.")
+        if route.state is ModelState.REMOVED:
+            if route.replaced_by:
+                message = (
+                    f"The model '{requested}' was removed and replaced by "
+                    f"'{route.replaced_by}'; send requests to '{route.replaced_by}' instead."
+                )
+            else:
+                message = f"The model '{requested}' was removed."
+            return Refuse(404, "model_not_found", message)
+        if route.state is ModelState.READY:
+            return Forward(route=route)
+        if route.state is ModelState.FAILED:
+            return Refuse(
+                503, "model_unavailable", f"The model '{name}' failed to start: {route.error}"
+            )
+        return Refuse(
+            503, "model_unavailable", f"The model '{name}' is {route.state.value}; retry shortly."
+        )
+
+
+@dataclass(frozen=True)
+class Forward:
+    route: ModelRoute
+
+
+@dataclass(frozen=True)
+class Hold:
+    alias: str
+
+
+@dataclass(frozen=True)
+class Refuse:
+    status: int
+    code: str
+    message: str
+
+
+Resolution = Forward | Hold | Refuse

@@ -1,0 +1,1 @@
+"""Subcommands of `switchyard`; each module registers one (see switchyard.cli)."""

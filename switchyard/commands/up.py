@@ -1,0 +1,215 @@
+"""`switchyard up`: start (or join) a Ray cluster, the gateway and the initial models."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from switchyard.exit_codes import ExitCode, UserInputError
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "up",
+        help="serve models behind one OpenAI endpoint (starts a local Ray head if needed)",
+        description="Start the gateway and the initial models, print the endpoint, and stay in "
+        "the foreground until Ctrl-C (or return at once with --detach). Without --model it "
+        "serves the embedded Kimi-K2.5 miniature as 'mini-kimi-k2.5', alias 'default'.",
+    )
+    parser.add_argument(
+        "--address", help="Ray cluster address (default: $RAY_ADDRESS, else start a local head)"
+    )
+    parser.add_argument(
+        "--model",
+        action="append",
+        dest="models",
+        metavar="SOURCE",
+        help="hub id[@rev], local dir or miniature:NAME (repeatable)",
+    )
+    parser.add_argument(
+        "--name",
+        action="append",
+        dest="names",
+        metavar="NAME",
+        help="served name of the matching --model (repeatable, by position)",
+    )
+    parser.add_argument(
+        "--alias",
+        action="append",
+        dest="aliases",
+        metavar="ALIAS",
+        help="alias of the matching --model (default: 'default' for the first)",
+    )
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument(
+        "--api-key",
+        action="append",
+        dest="api_keys",
+        metavar="KEY",
+        help="accepted bearer token (repeatable; also $SWITCHYARD_API_KEY, comma-separated)",
+    )
+    parser.add_argument("--accelerator", choices=("auto", "gpu", "cpu"), default="auto")
+    parser.add_argument("--tp", type=int, default=1, help="tensor parallel size of every model")
+    parser.add_argument("--max-model-len", type=int, default=None)
+    parser.add_argument("--state-dir", type=Path, default=None)
+    parser.add_argument("--ray-port", type=int, default=6379, help="port of a local Ray head")
+    parser.add_argument(
+        "--dashboard-port", type=int, default=8265, help="Ray dashboard port of a local head"
+    )
+    parser.add_argument("--detach", action="store_true", help="return once everything is up")
+    parser.set_defaults(handler=run)
+
+
+def _has_gpu() -> bool:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False
+    out = subprocess.run([smi, "-L"], capture_output=True, text=True, check=False)
+    return out.returncode == 0 and "GPU" in out.stdout
+
+
+def _api_keys(args: argparse.Namespace) -> list[str]:
+    keys = list(args.api_keys or [])
+    env = os.environ.get("SWITCHYARD_API_KEY", "")
+    keys += [k.strip() for k in env.split(",") if k.strip()]
+    return keys
+
+
+def build_config(args: argparse.Namespace) -> Any:
+    from pydantic import ValidationError
+
+    from switchyard.stack_config import (
+        DEFAULT_ALIAS,
+        DEFAULT_MODEL_NAME,
+        DEFAULT_MODEL_SOURCE,
+        StackConfig,
+        default_name_for,
+        default_state_dir,
+    )
+
+    sources: list[str] = args.models or [DEFAULT_MODEL_SOURCE]
+    names: list[str] = args.names or []
+    aliases: list[str] = args.aliases or []
+    if len(names) > len(sources) or len(aliases) > len(sources):
+        raise UserInputError(
+            f"--name/--alias: got {len(names)} names and {len(aliases)} aliases for "
+            f"{len(sources)} --model; give at most one of each per --model, in order"
+        )
+    accelerator = args.accelerator
+    if accelerator == "auto":
+        accelerator = "gpu" if _has_gpu() else "cpu"
+    models = []
+    for i, source in enumerate(sources):
+        if i < len(names):
+            name = names[i]
+        elif source == DEFAULT_MODEL_SOURCE:
+            name = DEFAULT_MODEL_NAME
+        else:
+            name = default_name_for(source)
+        model_aliases = [aliases[i]] if i < len(aliases) else ([DEFAULT_ALIAS] if i == 0 else [])
+        # On the CPU, torch.compile adds about a minute per engine start on 2 cores and
+        # buys little for miniatures; GPU engines keep vLLM's default (compiled, CUDA graphs).
+        engine: dict[str, Any] = {"enforce_eager": accelerator == "cpu"}
+        if args.max_model_len is not None:
+            engine["max_model_len"] = args.max_model_len
+        models.append(
+            {
+                "name": name,
+                "source": source,
+                "aliases": model_aliases,
+                "layout": {"tp": args.tp},
+                "engine": engine,
+                "accelerator": {"kind": accelerator},
+            }
+        )
+    try:
+        return StackConfig.model_validate(
+            {
+                "address": args.address or os.environ.get("RAY_ADDRESS") or None,
+                "host": args.host,
+                "port": args.port,
+                "state_dir": args.state_dir or default_state_dir(),
+                "accelerator": accelerator,
+                "models": models,
+                "gateway": {"api_keys": _api_keys(args)},
+                "local_head": {"port": args.ray_port, "dashboard_port": args.dashboard_port},
+            }
+        )
+    except ValidationError as exc:
+        raise UserInputError(_validation_line(exc)) from None
+
+
+def _validation_line(exc: Any) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(p) for p in error["loc"]) or "config"
+    value = error.get("input")
+    if isinstance(value, dict | list):
+        # A whole (sub)config: echoing it would print the API keys and bury the message.
+        return f"{where}: {error['msg']}"
+    return f"{where}: {error['msg']} (got {value!r})"
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from cluster.model_deployer import DeployFailed
+    from switchyard.stack import Stack, stack_down
+
+    config = build_config(args)
+    console = Console(stderr=True)
+
+    def report(line: str) -> None:
+        console.print(f"[dim]switchyard[/dim] {line}")
+
+    stack = Stack(config, report)
+    try:
+        info, results = stack.up()
+    except DeployFailed as exc:
+        report(f"[red]a model failed to start:[/red] {exc}")
+        return ExitCode.REJECTED
+    out = Console()
+    out.print(f"[bold green]Switchyard is serving[/bold green] on {info.endpoint}/v1")
+    for result in results:
+        out.print(f"  model {result.route.name} ({result.route.layout}) from {result.route.source}")
+    if info.dashboard_url:
+        out.print(f"  Ray dashboard: {info.dashboard_url}")
+    first = config.models[0].aliases[0] if config.models and config.models[0].aliases else "default"
+    auth = ' -H "Authorization: Bearer $SWITCHYARD_API_KEY"' if config.gateway.api_keys else ""
+    out.print(
+        f"  try: curl {info.endpoint}/v1/chat/completions -H 'Content-Type: application/json'{auth}"
+        f' -d \'{{"model": "{first}", "messages": [{{"role": "user", "content": '
+        '"Hello"}], "max_tokens": 32}\''
+    )
+    sys.stdout.flush()
+    if args.detach:
+        return ExitCode.OK
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    out.print("Press Ctrl-C to stop.")
+    while not stop.wait(5.0):
+        if not _cluster_alive():
+            report("the Ray cluster went away; exiting")
+            return ExitCode.OK
+    report("shutting down ...")
+    stack_down(config.state_dir, None, report)
+    return ExitCode.OK
+
+
+def _cluster_alive() -> bool:
+    import ray
+
+    try:
+        ray.get_runtime_context().get_node_id()
+        ray.nodes()  # type: ignore[no-untyped-call]
+    except Exception:
+        return False
+    return True

@@ -1,0 +1,22 @@
+"""Process exit codes shared by every command, so scripts and `ray job submit` can branch."""
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """What a `switchyard` command's exit status means."""
+
+    OK = 0
+    """The command did what was asked (a plan that admits, a swap that completed)."""
+    REJECTED = 1
+    """The request was valid but refused or undone: not admitted, rolled back."""
+    BAD_INPUT = 2
+    """The input could not be understood: unreadable file, unknown name, bad number."""
+
+
+class UserInputError(Exception):
+    """Bad input from the user. The message is one line and names the field and value."""
+
+
+class Rejected(Exception):
+    """A valid request that Switchyard refused; the message says why."""

@@ -1,0 +1,151 @@
+"""Composition root of a running Switchyard stack (`switchyard up/down/status`).
+
+The one place that wires Ray, Serve, the registry, the gateway, staging and the deployer
+together; everything it wires is a plain class that knows nothing of the others' setup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cluster.model_deployer import DeployResult, ModelDeployer
+from cluster.ray_runtime import RayConnection, connect, start_local_head, stop_local_head
+from switchyard.stack_config import StackConfig
+
+log = logging.getLogger(__name__)
+
+STACK_FILE = "stack.json"
+
+Report = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class StackInfo:
+    address: str
+    endpoint: str
+    dashboard_url: str | None
+    started_local_head: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "address": self.address,
+            "endpoint": self.endpoint,
+            "dashboard_url": self.dashboard_url,
+            "started_local_head": self.started_local_head,
+        }
+
+
+def read_stack_info(state_dir: Path) -> StackInfo | None:
+    path = state_dir / STACK_FILE
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    return StackInfo(**data)
+
+
+def _write_stack_info(state_dir: Path, info: StackInfo) -> None:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    tmp = state_dir / (STACK_FILE + ".tmp")
+    tmp.write_text(json.dumps(info.to_json(), indent=2))
+    tmp.replace(state_dir / STACK_FILE)
+
+
+def staged_model_path(state_dir: Path) -> Callable[[str], Path]:
+    """Materialise a source on this node through the staging layer (miniature, local, hub)."""
+
+    def materialize(source_text: str) -> Path:
+        from cluster.staging.config import StagingConfig
+        from cluster.staging.stage import stage
+        from switchyard.model_source import parse_model_source
+
+        config = StagingConfig(cache_dir=state_dir / "cache", reserve_gib=1.0)
+        return stage(parse_model_source(source_text), config).path
+
+    return materialize
+
+
+class Stack:
+    def __init__(self, config: StackConfig, report: Report) -> None:
+        self._config = config
+        self._report = report
+
+    def _connection(self) -> RayConnection:
+        if self._config.address:
+            return RayConnection(self._config.address, started_local_head=False, dashboard_url=None)
+        self._report("starting a local Ray head ...")
+        return start_local_head(self._config.local_head, self._config.state_dir)
+
+    def up(self) -> tuple[StackInfo, list[DeployResult]]:
+        config = self._config
+        # Before the first `import ray`: Ray reads RAY_AUTH_MODE once, at import time.
+        connection = self._connection()
+        connect(connection.address)
+
+        from ray import serve
+        from ray.serve.api import RunTarget
+
+        from cluster.registry import registry_actor
+        from serve_apps.gateway_app import GATEWAY_APP_NAME, build_gateway_app
+
+        info = StackInfo(
+            address=connection.address,
+            endpoint=config.endpoint,
+            dashboard_url=connection.dashboard_url,
+            started_local_head=connection.started_local_head,
+        )
+        _write_stack_info(config.state_dir, info)
+        serve.start(http_options={"host": config.host, "port": config.port})
+        registry = registry_actor()
+        registry.set_fact.remote("endpoint", info.endpoint)
+        registry.set_fact.remote("dashboard_url", info.dashboard_url)
+        self._report(f"deploying the gateway on {info.endpoint} ...")
+        serve.run_many(
+            [
+                RunTarget(
+                    target=build_gateway_app(config.gateway),
+                    name=GATEWAY_APP_NAME,
+                    route_prefix="/",
+                )
+            ],
+            wait_for_applications_running=True,
+        )
+        deployer = ModelDeployer(registry, staged_model_path(config.state_dir))
+        results = []
+        for model in config.models:
+            self._report(f"deploying {model.name} ({model.source}, {model.layout}) ...")
+            result = deployer.deploy(model, timeout_s=config.deploy_timeout_s)
+            self._report(f"{model.name} is ready after {result.seconds:.1f} s")
+            results.append(result)
+        return info, results
+
+
+def stack_down(state_dir: Path, address: str | None, report: Report) -> bool:
+    """Stop what `up` started: Serve apps, the registry, and a local head it launched."""
+    info = read_stack_info(state_dir)
+    target = address or (info.address if info else None)
+    if target is not None:
+        try:
+            import ray
+            from ray import serve
+
+            from cluster.registry import REGISTRY_ACTOR_NAME, SWITCHYARD_NAMESPACE
+
+            connect(target)
+            serve.shutdown()  # type: ignore[no-untyped-call]
+            with contextlib.suppress(ValueError):
+                ray.kill(ray.get_actor(REGISTRY_ACTOR_NAME, namespace=SWITCHYARD_NAMESPACE))
+            ray.shutdown()
+            report(f"stopped Serve on {target}")
+        except Exception as exc:  # the cluster may already be gone; still stop the head
+            report(f"could not reach {target}: {exc}")
+    stopped = stop_local_head(state_dir)
+    if stopped:
+        report("stopped the local Ray head")
+    (state_dir / STACK_FILE).unlink(missing_ok=True)
+    return target is not None or stopped

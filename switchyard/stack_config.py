@@ -1,0 +1,79 @@
+"""`switchyard up`'s configuration: one validated model, built from flags or a file."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from cluster.ray_runtime import LocalHeadConfig
+from serve_apps.deployment_config import ModelDeploymentConfig
+from serve_apps.gateway_settings import GatewaySettings
+
+DEFAULT_MODEL_SOURCE = "miniature:kimi-k2.5"
+DEFAULT_MODEL_NAME = "mini-kimi-k2.5"
+DEFAULT_ALIAS = "default"
+
+
+def default_state_dir() -> Path:
+    return Path(os.environ.get("SWITCHYARD_HOME", Path.home() / ".switchyard"))
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class StackConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    address: str | None = Field(None, description="Ray cluster address; None starts a local head")
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    state_dir: Path = Field(default_factory=default_state_dir)
+    accelerator: Literal["gpu", "cpu"] = "cpu"
+    models: tuple[ModelDeploymentConfig, ...] = ()
+    gateway: GatewaySettings = GatewaySettings()
+    local_head: LocalHeadConfig = LocalHeadConfig()
+    deploy_timeout_s: float = Field(900.0, gt=0, le=24 * 3600)
+
+    @model_validator(mode="after")
+    def _checks(self) -> StackConfig:
+        names = [m.name for m in self.models]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(
+                f"models: names {duplicates} appear more than once; names must be unique"
+            )
+        aliases = [a for m in self.models for a in m.aliases]
+        clash = sorted({a for a in aliases if aliases.count(a) > 1} | (set(aliases) & set(names)))
+        if clash:
+            raise ValueError(f"aliases: {clash} name more than one model, or a model name")
+        if not is_loopback(self.host) and not self.gateway.api_keys:
+            raise ValueError(
+                f"host={self.host!r} exposes the endpoint beyond this machine without an API "
+                "key; pass --api-key (or SWITCHYARD_API_KEY) or keep --host 127.0.0.1"
+            )
+        return self
+
+    @property
+    def endpoint(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+
+def default_name_for(source: str) -> str:
+    """A model name from its source text: miniature:X -> mini-X, org/name@rev -> name."""
+    if source.startswith("miniature:"):
+        return "mini-" + source.removeprefix("miniature:")
+    tail = source.rstrip("/").split("@", 1)[0].rsplit("/", 1)[-1]
+    return tail.lower() or "model"

@@ -1,0 +1,194 @@
+"""The serving plane on the real stack: Ray + Serve + vLLM CPU engines on two miniatures,
+driven through `switchyard up/status/down` and called with the official `openai` client.
+
+One stack is shared by the whole module (each engine takes 30-60 s to start here); the
+engine-kill test runs last because it disturbs the stack.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from tests.support.running_stack import RunningStack, free_port, wait_until
+
+API_KEY = "test-key-serving-plane"
+KIMI = "mini-kimi-k2.5"
+LLAMA = "mini-llama"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    state_dir: Path = tmp_path_factory.mktemp("serving-stack")
+    running = RunningStack(
+        state_dir=state_dir,
+        port=free_port(),
+        ray_port=free_port(),
+        dashboard_port=free_port(),
+        api_key=API_KEY,
+    )
+    result = running.up(
+        "--model", "miniature:kimi-k2.5",
+        "--model", "miniature:llama", "--alias", "default", "--alias", "small",
+    )
+    try:
+        assert result.returncode == 0, result.stdout + result.stderr
+        yield running
+    finally:
+        down = running.down()
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert wait_until(lambda: not running.processes(), 60), "Ray processes left behind"
+
+
+@pytest.fixture(scope="module")
+def client(stack: RunningStack) -> openai.OpenAI:
+    return openai.OpenAI(base_url=stack.base_url, api_key=API_KEY, max_retries=0, timeout=120)
+
+
+def _post(stack: RunningStack, path: str, body: bytes, key: str | None = API_KEY) -> httpx.Response:
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
+    return httpx.post(f"{stack.base_url}{path}", content=body, headers=headers, timeout=120)
+
+
+def test_up_prints_the_endpoint_and_an_example_request(stack: RunningStack) -> None:
+    output = stack.log[0]
+    assert f"http://127.0.0.1:{stack.port}/v1" in output
+    assert "curl" in output
+
+
+def test_models_lists_both_models_with_their_aliases(client: openai.OpenAI) -> None:
+    models = {m.id: m for m in client.models.list().data}
+    assert {KIMI, LLAMA, "default", "small"} <= set(models)
+    assert models[KIMI].model_extra is not None
+    assert models[KIMI].model_extra["aliases"] == ["default"]
+    assert models[LLAMA].model_extra["aliases"] == ["small"]
+
+
+def test_chat_completion_through_the_default_alias_reaches_kimi(client: openai.OpenAI) -> None:
+    reply = client.chat.completions.create(
+        model="default", messages=[{"role": "user", "content": "Hello"}], max_tokens=8
+    )
+    assert reply.model == KIMI
+    assert reply.usage is not None and reply.usage.completion_tokens > 0
+    assert reply.choices[0].message.content is not None
+
+
+def test_two_models_are_routed_by_name(client: openai.OpenAI) -> None:
+    for name in (KIMI, LLAMA):
+        reply = client.completions.create(model=name, prompt="The cluster", max_tokens=4)
+        assert reply.model == name
+        assert reply.choices[0].text is not None
+
+
+def test_streaming_chat_yields_chunks_then_finishes(client: openai.OpenAI) -> None:
+    stream = client.chat.completions.create(
+        model="small",
+        messages=[{"role": "user", "content": "Count"}],
+        max_tokens=12,
+        stream=True,
+        extra_body={"ignore_eos": True},
+    )
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert len(chunks) >= 12
+    assert chunks[-1].choices[0].finish_reason == "length"
+    assert isinstance(text, str)
+
+
+def test_streaming_completion_yields_every_token(client: openai.OpenAI) -> None:
+    stream = client.completions.create(
+        model=KIMI, prompt="Once", max_tokens=6, stream=True, extra_body={"ignore_eos": True}
+    )
+    pieces = [c.choices[0].text for c in stream if c.choices]
+    assert len(pieces) >= 6
+
+
+def test_unknown_model_is_404_in_openai_shape(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.NotFoundError) as caught:
+        client.completions.create(model="no-such-model", prompt="x", max_tokens=1)
+    assert "no-such-model" in str(caught.value)
+
+
+def test_missing_or_wrong_api_key_is_401(stack: RunningStack) -> None:
+    body = json.dumps({"model": "default", "prompt": "x", "max_tokens": 1}).encode()
+    assert _post(stack, "/completions", body, key=None).status_code == 401
+    assert _post(stack, "/completions", body, key="wrong").status_code == 401
+    wrong = openai.OpenAI(base_url=stack.base_url, api_key="wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        wrong.models.list()
+
+
+def test_health_stays_open_without_a_key(stack: RunningStack) -> None:
+    response = httpx.get(f"http://127.0.0.1:{stack.port}/health", timeout=30)
+    assert response.status_code == 200
+    assert response.json()["models_ready"] == 2
+
+
+def test_bad_bodies_are_400_with_an_openai_error(stack: RunningStack) -> None:
+    for body in (b"not json", b"[1, 2]", b'{"prompt": "no model"}',
+                 b'{"model": "default", "messages": "not a list"}'):
+        response = _post(stack, "/chat/completions", body)
+        assert response.status_code == 400, body
+        assert response.json()["error"]["message"]
+
+
+def test_too_many_tokens_is_a_400_from_the_engine(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.completions.create(model="default", prompt="x", max_tokens=10_000_000)
+    assert "max_model_len" in str(caught.value)
+
+
+def test_oversized_body_is_413(stack: RunningStack) -> None:
+    body = json.dumps({"model": "default", "prompt": "a" * (5 * 1024 * 1024)}).encode()
+    response = _post(stack, "/completions", body)
+    assert response.status_code == 413
+
+
+def test_status_reports_models_aliases_layout_and_metrics(stack: RunningStack) -> None:
+    status = stack.status()
+    models = {m["name"]: m for m in status["models"]}  # type: ignore[attr-defined]
+    assert models[KIMI]["state"] == "ready"
+    assert models[KIMI]["aliases"] == ["default"]
+    assert models[KIMI]["layout"] == "TP1xPP1xDP1"
+    assert models[LLAMA]["source"] == "miniature:llama"
+    assert status["endpoint"] == f"http://127.0.0.1:{stack.port}"
+    assert "prometheus_service_discovery_file" in status["metrics"]  # type: ignore[operator]
+    assert API_KEY not in json.dumps(status)
+
+
+def test_a_killed_engine_gives_503_then_recovers_without_hanging(
+    stack: RunningStack, client: openai.OpenAI
+) -> None:
+    engine = stack.engine_process(LLAMA)
+    engine.kill()
+    body = json.dumps({"model": "small", "prompt": "hi", "max_tokens": 2}).encode()
+    codes: list[int] = []
+    started = time.monotonic()
+    recovered_after: float | None = None
+    while time.monotonic() - started < 420:
+        t0 = time.monotonic()
+        response = _post(stack, "/completions", body)
+        # Never a hang: each answer comes quickly, 503 or 200.
+        assert time.monotonic() - t0 < 60
+        codes.append(response.status_code)
+        if response.status_code == 503:
+            assert response.headers.get("Retry-After")
+        elif response.status_code == 200 and 503 in codes:
+            recovered_after = time.monotonic() - started
+            break
+        else:
+            assert response.status_code in (200, 503), response.text
+        time.sleep(2)
+    assert 503 in codes
+    assert recovered_after is not None, f"no recovery; codes seen: {codes}"
+    # The other model was never affected.
+    reply = client.completions.create(model=KIMI, prompt="still", max_tokens=2)
+    assert reply.model == KIMI

@@ -1,0 +1,125 @@
+"""A real Switchyard stack run through its CLI, for tests that share one across a module."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+SWITCHYARD = str(Path(sys.executable).with_name("switchyard"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def stack_env(state_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["SWITCHYARD_HOME"] = str(state_dir)
+    env["HF_HUB_OFFLINE"] = "1"
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+@dataclass
+class RunningStack:
+    state_dir: Path
+    port: int
+    ray_port: int
+    dashboard_port: int
+    api_key: str | None = None
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def up(self, *extra: str, timeout_s: float = 900) -> subprocess.CompletedProcess[str]:
+        command = [
+            SWITCHYARD, "up", "--detach",
+            "--port", str(self.port),
+            "--ray-port", str(self.ray_port),
+            "--dashboard-port", str(self.dashboard_port),
+            "--state-dir", str(self.state_dir),
+            *extra,
+        ]
+        if self.api_key:
+            command += ["--api-key", self.api_key]
+        result = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout_s,
+            env=stack_env(self.state_dir), check=False,
+        )
+        self.log.append(result.stdout + result.stderr)
+        return result
+
+    def status(self) -> dict[str, object]:
+        result = subprocess.run(
+            [SWITCHYARD, "status", "--json", "--state-dir", str(self.state_dir)],
+            capture_output=True, text=True, timeout=120, env=stack_env(self.state_dir),
+            check=True,
+        )
+        status: dict[str, object] = json.loads(result.stdout)
+        return status
+
+    def down(self) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [SWITCHYARD, "down", "--state-dir", str(self.state_dir)],
+            capture_output=True, text=True, timeout=300, env=stack_env(self.state_dir),
+            check=False,
+        )
+
+    def session_dir(self) -> str | None:
+        marker = self.state_dir / "local_head.json"
+        if not marker.exists():
+            return None
+        session: str | None = json.loads(marker.read_text()).get("session_dir")
+        return session
+
+    def processes(self) -> list[psutil.Process]:
+        """Every process of this stack's Ray session (head daemons and their children)."""
+        session = self.session_dir()
+        if session is None:
+            return []
+        found: dict[int, psutil.Process] = {}
+        for proc in psutil.process_iter(["cmdline"]):
+            if any(session in arg for arg in (proc.info.get("cmdline") or [])):
+                found[proc.pid] = proc
+                try:
+                    for child in proc.children(recursive=True):
+                        found[child.pid] = child
+                except psutil.NoSuchProcess:
+                    continue
+        return list(found.values())
+
+    def engine_process(self, model: str) -> psutil.Process:
+        """The vLLM EngineCore process serving `model` in this stack."""
+        for proc in self.processes():
+            try:
+                if proc.name() != "VLLM::EngineCore":
+                    continue
+                parent = proc.parent()
+                if parent is not None and f"model-{model}" in " ".join(parent.cmdline()):
+                    return proc
+            except psutil.NoSuchProcess:
+                continue
+        raise LookupError(f"no EngineCore process for {model}")
+
+
+def wait_until(predicate: object, timeout_s: float, interval_s: float = 1.0) -> bool:
+    assert callable(predicate)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval_s)
+    return False
