@@ -19,6 +19,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cluster.ray_auth import apply_token_auth_default
+
 LOCAL_HEAD_MARKER = "local_head.json"
 
 
@@ -192,13 +194,6 @@ def connect(address: str) -> None:
         logging_level=logging.WARNING,
         log_to_driver=False,
     )
-
-
-def apply_token_auth_default() -> None:
-    """Ray's own rule for `ray start`, applied to our drivers too: with RAY_AUTH_MODE unset,
-    a token on disk means the cluster uses token auth. Must run before `import ray`."""
-    if "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").exists():
-        os.environ["RAY_AUTH_MODE"] = "token"
 
 
 def address_from_env() -> str | None:

@@ -16,13 +16,19 @@ class PlacementSpec:
 
     bundles: tuple[dict[str, float], ...]
     strategy: Strategy
+    label_selectors: tuple[dict[str, str], ...] | None = None
+    """Per-bundle node label selectors: pins each PP stage's ranks to the node the plan chose."""
 
     def as_ray_serve_llm(self) -> dict[str, object]:
         return {"bundles": [dict(b) for b in self.bundles], "strategy": self.strategy}
 
 
 def placement_for(
-    layout: LayoutConfig, accelerator: AcceleratorConfig, *, pp_across_nodes: bool = False
+    layout: LayoutConfig,
+    accelerator: AcceleratorConfig,
+    *,
+    pp_across_nodes: bool = False,
+    stage_nodes: tuple[str, ...] | None = None,
 ) -> PlacementSpec:
     """One bundle per rank of a replica.
 
@@ -39,4 +45,14 @@ def placement_for(
             bundle[accelerator.standin_resource] = 1.0
     bundles = tuple(dict(bundle) for _ in range(layout.gpus_per_replica))
     strategy: Strategy = "PACK" if layout.pp > 1 and pp_across_nodes else "STRICT_PACK"
-    return PlacementSpec(bundles=bundles, strategy=strategy)
+    selectors = None
+    if stage_nodes is not None:
+        if len(stage_nodes) != layout.pp:
+            raise ValueError(
+                f"stage_nodes names {len(stage_nodes)} nodes for pp={layout.pp}; give one per stage"
+            )
+        # Bundles are ordered stage by stage (vLLM rank = stage * tp + tp_rank).
+        selectors = tuple(
+            {"ray.io/node-id": node} for node in stage_nodes for _ in range(layout.tp)
+        )
+    return PlacementSpec(bundles=bundles, strategy=strategy, label_selectors=selectors)

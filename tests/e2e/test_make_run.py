@@ -42,7 +42,11 @@ def test_make_run_serves_default_and_down_leaves_no_ray_processes(tmp_path: Path
     env = stack_env(tmp_path)
     log = (tmp_path / "make-run.log").open("w")
     make = subprocess.Popen(
-        ["make", "run"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+        ["make", "run"],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     stack = RunningStack(state_dir=tmp_path, port=8000, ray_port=6379, dashboard_port=8265)
@@ -55,8 +59,12 @@ def test_make_run_serves_default_and_down_leaves_no_ray_processes(tmp_path: Path
         assert stack.processes(), "no Ray processes found for the stack"
     finally:
         down = subprocess.run(
-            [SWITCHYARD, "down", "--state-dir", str(tmp_path)], env=env, capture_output=True,
-            text=True, timeout=300, check=False,
+            [SWITCHYARD, "down", "--state-dir", str(tmp_path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
         )
     assert down.returncode == 0, down.stdout + down.stderr
     assert wait_until(lambda: not stack.processes(), 60), "Ray processes left behind"

@@ -34,8 +34,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
         api_key=API_KEY,
     )
     result = running.up(
-        "--model", "miniature:kimi-k2.5",
-        "--model", "miniature:llama", "--alias", "default", "--alias", "small",
+        "--model",
+        "miniature:kimi-k2.5",
+        "--model",
+        "miniature:llama",
+        "--alias",
+        "default",
+        "--alias",
+        "small",
     )
     try:
         assert result.returncode == 0, result.stdout + result.stderr
@@ -67,9 +73,10 @@ def test_up_prints_the_endpoint_and_an_example_request(stack: RunningStack) -> N
 def test_models_lists_both_models_with_their_aliases(client: openai.OpenAI) -> None:
     models = {m.id: m for m in client.models.list().data}
     assert {KIMI, LLAMA, "default", "small"} <= set(models)
-    assert models[KIMI].model_extra is not None
-    assert models[KIMI].model_extra["aliases"] == ["default"]
-    assert models[LLAMA].model_extra["aliases"] == ["small"]
+    kimi_extra, llama_extra = models[KIMI].model_extra, models[LLAMA].model_extra
+    assert kimi_extra is not None and llama_extra is not None
+    assert kimi_extra["aliases"] == ["default"]
+    assert llama_extra["aliases"] == ["small"]
 
 
 def test_chat_completion_through_the_default_alias_reaches_kimi(client: openai.OpenAI) -> None:
@@ -133,8 +140,12 @@ def test_health_stays_open_without_a_key(stack: RunningStack) -> None:
 
 
 def test_bad_bodies_are_400_with_an_openai_error(stack: RunningStack) -> None:
-    for body in (b"not json", b"[1, 2]", b'{"prompt": "no model"}',
-                 b'{"model": "default", "messages": "not a list"}'):
+    for body in (
+        b"not json",
+        b"[1, 2]",
+        b'{"prompt": "no model"}',
+        b'{"model": "default", "messages": "not a list"}',
+    ):
         response = _post(stack, "/chat/completions", body)
         assert response.status_code == 400, body
         assert response.json()["error"]["message"]

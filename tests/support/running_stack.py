@@ -46,18 +46,28 @@ class RunningStack:
 
     def up(self, *extra: str, timeout_s: float = 900) -> subprocess.CompletedProcess[str]:
         command = [
-            SWITCHYARD, "up", "--detach",
-            "--port", str(self.port),
-            "--ray-port", str(self.ray_port),
-            "--dashboard-port", str(self.dashboard_port),
-            "--state-dir", str(self.state_dir),
+            SWITCHYARD,
+            "up",
+            "--detach",
+            "--port",
+            str(self.port),
+            "--ray-port",
+            str(self.ray_port),
+            "--dashboard-port",
+            str(self.dashboard_port),
+            "--state-dir",
+            str(self.state_dir),
             *extra,
         ]
         if self.api_key:
             command += ["--api-key", self.api_key]
         result = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout_s,
-            env=stack_env(self.state_dir), check=False,
+            command,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=stack_env(self.state_dir),
+            check=False,
         )
         self.log.append(result.stdout + result.stderr)
         return result
@@ -65,7 +75,10 @@ class RunningStack:
     def status(self) -> dict[str, object]:
         result = subprocess.run(
             [SWITCHYARD, "status", "--json", "--state-dir", str(self.state_dir)],
-            capture_output=True, text=True, timeout=120, env=stack_env(self.state_dir),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=stack_env(self.state_dir),
             check=True,
         )
         status: dict[str, object] = json.loads(result.stdout)
@@ -74,7 +87,10 @@ class RunningStack:
     def down(self) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [SWITCHYARD, "down", "--state-dir", str(self.state_dir)],
-            capture_output=True, text=True, timeout=300, env=stack_env(self.state_dir),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=stack_env(self.state_dir),
             check=False,
         )
 

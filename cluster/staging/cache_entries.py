@@ -1,0 +1,85 @@
+"""What a node's cache holds: each entry's state, size on disk, last use and pin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from cluster.staging.entry_metadata import read_entry_manifest, read_last_used, read_staged_marker
+from cluster.staging.file_lock import try_shared_lock
+from cluster.staging.integrity import bytes_on_disk, check_sizes
+from cluster.staging.layout import CacheLayout
+from cluster.staging.pins import read_pins
+from cluster.staging.states import EntryState
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    name: str
+    path: Path
+    state: EntryState
+    size_bytes: int
+    """On disk now, Switchyard's and huggingface_hub's bookkeeping included."""
+    expected_bytes: int | None
+    """The manifest's total, when the entry's manifest is readable."""
+    source: str | None
+    last_used: datetime | None
+    pinned: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": str(self.path),
+            "state": self.state.value,
+            "size_bytes": self.size_bytes,
+            "expected_bytes": self.expected_bytes,
+            "source": self.source,
+            "last_used": self.last_used.isoformat() if self.last_used else None,
+            "pinned": self.pinned,
+        }
+
+
+def entry_state(layout: CacheLayout, name: str) -> EntryState:
+    """STAGING while another process holds the entry's lock; STAGED only when the marker
+    matches the manifest and every file still has its size."""
+    entry_dir = layout.entry_dir(name)
+    if not entry_dir.is_dir():
+        return EntryState.ABSENT
+    with try_shared_lock(layout.entry_lock(name)) as free:
+        if not free:
+            return EntryState.STAGING
+        return EntryState.STAGED if is_staged(entry_dir) else EntryState.PARTIAL
+
+
+def is_staged(entry_dir: Path) -> bool:
+    manifest = read_entry_manifest(entry_dir)
+    marker = read_staged_marker(entry_dir)
+    return (
+        manifest is not None
+        and marker is not None
+        and marker.manifest_digest == manifest.digest()
+        and not check_sizes(entry_dir, manifest)
+    )
+
+
+def list_entries(layout: CacheLayout) -> list[CacheEntry]:
+    pins = read_pins(layout)
+    entries = []
+    for name in layout.entry_names():
+        entry_dir = layout.entry_dir(name)
+        manifest = read_entry_manifest(entry_dir)
+        entries.append(
+            CacheEntry(
+                name=name,
+                path=entry_dir,
+                state=entry_state(layout, name),
+                size_bytes=bytes_on_disk(entry_dir),
+                expected_bytes=manifest.total_bytes if manifest else None,
+                source=str(manifest.source) if manifest else None,
+                last_used=read_last_used(entry_dir),
+                pinned=name in pins,
+            )
+        )
+    return entries

@@ -1,0 +1,264 @@
+"""Staging across a Ray cluster: one task pinned to each node that needs the weights.
+
+The functions a task runs are plain; the Ray decoration is applied in `build_node_task` only.
+Tasks ask for no CPU (`num_cpus=0`): staging waits on disk and network, and it must run
+beside a model that holds every CPU of a node while it still serves.
+
+Order of work, so that a refusal comes before the first byte on any node:
+1. the driver fetches the manifest once (or takes the one admission used);
+2. each node judges its own disk, in parallel; any node that cannot fit refuses them all;
+3. `per_node`: each node downloads in parallel; `shared`: the first node downloads and every
+   node then checks it sees the same verified directory;
+4. the results are compared (same manifest digest, same path) before anyone may use them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cluster.staging.budget import DiskVerdict
+from cluster.staging.cache_entries import CacheEntry, is_staged, list_entries
+from cluster.staging.config import StagingConfig, StagingMode
+from cluster.staging.errors import StagingError
+from cluster.staging.hub_environment import resolve_endpoint
+from cluster.staging.hub_errors import one_line
+from cluster.staging.layout import CacheLayout, entry_name_for
+from cluster.staging.manifest import SourceManifest
+from cluster.staging.manifest_fetch import fetch_manifest
+from cluster.staging.stage import StagedModel, check_disk, stage
+from switchyard.model_source import ModelSource, SourceKind
+
+
+@dataclass(frozen=True)
+class NodeStaging:
+    """One node's outcome."""
+
+    node_id: str
+    node: str
+    staged: StagedModel | None
+    error: str | None
+
+    @property
+    def ok(self) -> bool:
+        return self.staged is not None and self.error is None
+
+
+@dataclass(frozen=True)
+class ClusterStaging:
+    """Every needed node holds the same verified directory at `path`."""
+
+    manifest: SourceManifest
+    path: Path
+    nodes: tuple[NodeStaging, ...]
+
+
+class ClusterStagingError(StagingError):
+    """At least one node could not stage (or disagreed); the others' files stay cached but
+    nothing counts as staged for the swap."""
+
+    def __init__(self, message: str, nodes: tuple[NodeStaging, ...] = ()) -> None:
+        super().__init__(message)
+        self.nodes = nodes
+
+
+# ---- what runs inside a task (plain functions) ----
+
+
+def current_node_id() -> str:
+    import ray
+
+    return str(ray.get_runtime_context().get_node_id())
+
+
+def _require_node(node_id: str, node: str) -> None:
+    """A result only counts for the node it claims; refuse if Ray ran us elsewhere."""
+    actual = current_node_id()
+    if actual != node_id:
+        raise StagingError(f"task for node {node} ran on node {actual} instead")
+
+
+def stage_task(
+    source: ModelSource,
+    config: StagingConfig,
+    manifest: SourceManifest,
+    protected: frozenset[str],
+    node: str,
+    node_id: str,
+) -> StagedModel:
+    _require_node(node_id, node)
+    return stage(source, config, manifest=manifest, protected=protected, node=node)
+
+
+def verify_task(
+    manifest: SourceManifest, config: StagingConfig, node: str, node_id: str
+) -> StagedModel:
+    """Shared mode: prove this node sees the verified directory another node staged."""
+    _require_node(node_id, node)
+    if manifest.source.kind is not SourceKind.HUB:
+        return stage(manifest.source, config, manifest=manifest, node=node)
+    layout = CacheLayout(config.cache_dir)
+    name = entry_name_for(manifest)
+    entry_dir = layout.entry_dir(name)
+    if not is_staged(entry_dir):
+        raise StagingError(f"node {node}: {entry_dir} is not a staged copy of {manifest.source}")
+    return StagedModel(entry_dir, manifest.source, manifest, node, name, 0, True)
+
+
+def disk_task(
+    manifest: SourceManifest,
+    config: StagingConfig,
+    protected: frozenset[str],
+    node: str,
+    node_id: str,
+) -> DiskVerdict:
+    _require_node(node_id, node)
+    return check_disk(manifest, config, protected=protected, node=node)
+
+
+def list_task(config: StagingConfig, node: str, node_id: str) -> list[CacheEntry]:
+    _require_node(node_id, node)
+    return list_entries(CacheLayout(config.cache_dir))
+
+
+# ---- Ray wiring ----
+
+
+def build_node_task(function: Callable[..., Any]) -> Any:
+    """Decorate `function` as a Ray task that needs no CPU and is never retried (a retry
+    would hide a failure the caller must see; staging itself resumes on the next call)."""
+    import ray
+
+    return ray.remote(num_cpus=0, max_retries=0)(function)
+
+
+def pinned_to(node_id: str) -> Any:
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+
+
+def node_labels(node_ids: Sequence[str]) -> dict[str, str]:
+    """'10.0.0.5/ab12cd34' for each node: an address people recognise plus the id's start."""
+    import ray
+
+    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+    addresses = {item["NodeID"]: item.get("NodeManagerAddress", "?") for item in nodes}
+    return {node_id: f"{addresses.get(node_id, '?')}/{node_id[:8]}" for node_id in node_ids}
+
+
+def run_on_nodes(
+    function: Callable[..., Any],
+    node_ids: Sequence[str],
+    args_for: Callable[[str], tuple[Any, ...]],
+) -> list[tuple[str, Any, str | None]]:
+    """Run `function` once on each node in parallel; (node_id, result or None, error or None)."""
+    import ray
+
+    task = build_node_task(function)
+    refs = [
+        (node_id, task.options(scheduling_strategy=pinned_to(node_id)).remote(*args_for(node_id)))
+        for node_id in node_ids
+    ]
+    outcomes: list[tuple[str, Any, str | None]] = []
+    for node_id, ref in refs:
+        try:
+            outcomes.append((node_id, ray.get(ref), None))
+        except Exception as exc:
+            cause = getattr(exc, "cause", None) or exc
+            outcomes.append((node_id, None, one_line(cause)))
+    return outcomes
+
+
+def check_disk_across_nodes(
+    manifest: SourceManifest,
+    config: StagingConfig,
+    node_ids: Sequence[str],
+    *,
+    protected: frozenset[str] = frozenset(),
+) -> dict[str, DiskVerdict]:
+    """Each node's disk verdict, judged on the node; for `plan` and before any download."""
+    labels = node_labels(node_ids)
+    outcomes = run_on_nodes(
+        disk_task,
+        node_ids,
+        lambda node_id: (manifest, config, protected, labels[node_id], node_id),
+    )
+    failed = [f"node {labels[node_id]}: {error}" for node_id, _, error in outcomes if error]
+    if failed:
+        raise ClusterStagingError("cannot judge disk space: " + "; ".join(failed))
+    return {node_id: verdict for node_id, verdict, _ in outcomes}
+
+
+def stage_across_nodes(
+    source: ModelSource,
+    config: StagingConfig,
+    node_ids: Sequence[str],
+    *,
+    manifest: SourceManifest | None = None,
+    protected: frozenset[str] = frozenset(),
+    token: str | None = None,
+) -> ClusterStaging:
+    """Stage `source` for a deployment whose shards run on `node_ids`; see the module doc."""
+    if not node_ids:
+        raise ValueError("stage_across_nodes needs at least one node id")
+    resolved = manifest or fetch_manifest(
+        source, endpoint=resolve_endpoint(config.hub_endpoint), token=token
+    )
+    downloaders = list(node_ids) if config.mode is StagingMode.PER_NODE else [node_ids[0]]
+    verdicts = check_disk_across_nodes(resolved, config, downloaders, protected=protected)
+    refused = [
+        verdict
+        for verdict in verdicts.values()
+        if not verdict.fits and not (config.allow_eviction and verdict.fits_with_eviction)
+    ]
+    if refused:
+        raise ClusterStagingError("; ".join(verdict.describe() for verdict in refused))
+
+    labels = node_labels(node_ids)
+    outcomes = run_on_nodes(
+        stage_task,
+        downloaders,
+        lambda node_id: (source, config, resolved, protected, labels[node_id], node_id),
+    )
+    if config.mode is StagingMode.SHARED and all(error is None for _, _, error in outcomes):
+        outcomes = run_on_nodes(
+            verify_task, node_ids, lambda node_id: (resolved, config, labels[node_id], node_id)
+        )
+    results = tuple(
+        NodeStaging(node_id, labels[node_id], staged, error) for node_id, staged, error in outcomes
+    )
+    return _agreed(resolved, results)
+
+
+def list_entries_across_nodes(
+    config: StagingConfig, node_ids: Sequence[str]
+) -> dict[str, list[CacheEntry]]:
+    """Each node's cache listing, keyed by node label."""
+    labels = node_labels(node_ids)
+    outcomes = run_on_nodes(list_task, node_ids, lambda node_id: (config, labels[node_id], node_id))
+    failed = [f"node {labels[node_id]}: {error}" for node_id, _, error in outcomes if error]
+    if failed:
+        raise ClusterStagingError("cannot list caches: " + "; ".join(failed))
+    return {labels[node_id]: entries for node_id, entries, _ in outcomes}
+
+
+def _agreed(manifest: SourceManifest, results: tuple[NodeStaging, ...]) -> ClusterStaging:
+    """Every node must have succeeded with the expected manifest at one common path."""
+    problems = [f"node {item.node}: {item.error}" for item in results if not item.ok]
+    expected = manifest.digest()
+    staged = [item.staged for item in results if item.staged is not None]
+    for item in staged:
+        if item.manifest.digest() != expected:
+            problems.append(f"node {item.node}: staged another file list than the manifest")
+    paths = {item.path for item in staged}
+    if len(paths) > 1:
+        problems.append("nodes staged to different paths: " + ", ".join(sorted(map(str, paths))))
+    if problems or not staged:
+        raise ClusterStagingError(
+            f"staging {manifest.source} failed: " + "; ".join(problems or ["no node staged it"]),
+            results,
+        )
+    return ClusterStaging(manifest=manifest, path=staged[0].path, nodes=results)

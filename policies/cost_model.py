@@ -1,0 +1,133 @@
+"""A decode cost model: the single-stream tokens/s ceiling of a layout.
+
+One decode step of one sequence is memory-bound. Per pipeline stage, a GPU of that stage
+reads its share of the weights a token touches and that stage's KV cache for the context,
+at the GPU's memory bandwidth; then the TP group all-reduces twice per layer (after
+attention and after the MLP), and a MoE layer spread over DP ranks exchanges tokens twice
+(dispatch and combine). Stages run one after another for a single sequence, with one
+hand-off between consecutive stages.
+
+    time/token = sum over stages of (bytes read / HBM bandwidth + collectives)
+                 + (pp - 1) x hand-off
+    collective over n ranks of b bytes (ring) = 2 (n - 1) x step latency
+                                                + 2 (n - 1) / n x b / link bandwidth
+
+Step latency and link bandwidth come from the GPU profile (PCIe-only boxes pay ~4 us per
+step; NVLink ~0.5 us); hops between nodes use `NETWORK_*` below. This is a ceiling: kernel
+launch gaps, attention kernel efficiency and scheduling are ignored (the story's field figures,
+61 tok/s for Kimi-K2.5 at TP8 and 84 tok/s for MiniMax-M2.5 at TP4+EP, sit at 40-65% of it).
+Its job is ranking: on PCIe it shows why high-TP MLA layouts (two all-reduces per layer over
+60 layers) lose to fewer TP ranks with pipeline stages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from policies.inventory import GpuProfile
+from policies.layout import Layout
+from policies.memory import KvCacheDtype, kv_bytes_per_token_per_layer, pipeline_stages
+from policies.model_spec import ModelSpec
+from policies.parameters import LayerBytes, ModelBytes
+from policies.units import ceil_div
+
+CEILING_CONTEXT_TOKENS = 1024
+"""Context length at which the single-stream ceiling is quoted."""
+NETWORK_LATENCY_US = 10.0
+"""One step of a collective or a stage hand-off between nodes (RDMA-class network)."""
+NETWORK_BANDWIDTH_GBPS = 25.0
+"""Per-direction bandwidth between nodes (200 Gb/s)."""
+_ACTIVATION_BYTES = 2
+
+
+@dataclass(frozen=True)
+class DecodeCost:
+    weights_s: float
+    kv_s: float
+    collectives_s: float
+    handoff_s: float
+
+    @property
+    def seconds_per_token(self) -> float:
+        return self.weights_s + self.kv_s + self.collectives_s + self.handoff_s
+
+    @property
+    def tokens_per_second(self) -> float:
+        return 1.0 / self.seconds_per_token
+
+
+def decode_cost(
+    spec: ModelSpec,
+    model: ModelBytes,
+    layout: Layout,
+    gpu: GpuProfile,
+    *,
+    kv_cache_dtype: KvCacheDtype,
+    gpus_per_node: int,
+    context_tokens: int = CEILING_CONTEXT_TOKENS,
+) -> DecodeCost:
+    """The cost of one decode token of one sequence (see the module docstring)."""
+    bandwidth = gpu.hbm_bandwidth_gbps * 1e9
+    tp = layout.tp
+    stages = pipeline_stages(spec.num_layers, layout.pp)
+    kv_per_layer = kv_bytes_per_token_per_layer(spec, tp, kv_cache_dtype)
+    hidden_bytes = spec.hidden_size * _ACTIVATION_BYTES
+    tp_step, tp_link = _link(gpu, crosses_nodes=tp > gpus_per_node)
+    moe_crosses = layout.moe_group_size > gpus_per_node
+    moe_step, moe_link = _link(gpu, crosses_nodes=moe_crosses)
+    tp_reduce = 2 * _collective_s(tp, hidden_bytes, tp_step, tp_link) if tp > 1 else 0.0
+    moe_exchange = 0.0
+    if layout.dp > 1:
+        group = layout.moe_group_size
+        moe_exchange = 2 * _collective_s(group, hidden_bytes * layout.dp, moe_step, moe_link)
+    # Most layers are identical; compute each distinct layer's bytes once.
+    reads: dict[LayerBytes, int] = {}
+    weights_s = kv_s = collectives_s = 0.0
+    for index, layers in enumerate(stages):
+        read = 0
+        for i in layers:
+            lb = model.layers[i]
+            layer_read = reads.get(lb)
+            if layer_read is None:
+                layer_read = ceil_div(lb.split, tp) + lb.replicated
+                if model.num_kv_heads:
+                    heads = max(1, ceil_div(model.num_kv_heads, tp))
+                    layer_read += ceil_div(lb.kv_proj * heads, model.num_kv_heads)
+                layer_read += _active_expert_bytes(model, lb.experts, layout)
+                reads[lb] = layer_read
+            read += layer_read
+            collectives_s += tp_reduce + (moe_exchange if lb.experts else 0.0)
+        if index == len(stages) - 1:
+            read += ceil_div(model.lm_head, tp)
+        weights_s += read / bandwidth
+        kv_s += kv_per_layer * len(layers) * context_tokens / bandwidth
+    handoff_step, handoff_link = _link(gpu, crosses_nodes=layout.gpus_per_replica > gpus_per_node)
+    handoff_s = (layout.pp - 1) * (handoff_step + hidden_bytes / handoff_link)
+    return DecodeCost(
+        weights_s=weights_s, kv_s=kv_s, collectives_s=collectives_s, handoff_s=handoff_s
+    )
+
+
+def _active_expert_bytes(model: ModelBytes, experts: int, layout: Layout) -> int:
+    """Bytes of the top-k experts the busiest rank reads for one token."""
+    if experts == 0 or model.num_experts == 0:
+        return 0
+    per_expert = ceil_div(experts, model.num_experts)
+    k = model.experts_per_token
+    group = layout.moe_group_size
+    if layout.ep and group > 1:
+        return ceil_div(k, group) * per_expert
+    return ceil_div(k * per_expert, group)
+
+
+def _link(gpu: GpuProfile, *, crosses_nodes: bool) -> tuple[float, float]:
+    """(step latency in s, bandwidth in bytes/s)."""
+    if crosses_nodes:
+        return NETWORK_LATENCY_US * 1e-6, NETWORK_BANDWIDTH_GBPS * 1e9
+    return gpu.link_latency_us * 1e-6, gpu.link_bandwidth_gbps * 1e9
+
+
+def _collective_s(ranks: int, payload_bytes: int, step_s: float, link_bps: float) -> float:
+    if ranks <= 1:
+        return 0.0
+    return 2 * (ranks - 1) * step_s + 2 * (ranks - 1) / ranks * payload_bytes / link_bps

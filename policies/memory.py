@@ -1,0 +1,289 @@
+"""Memory on one GPU: weights, KV cache per token, runtime overhead, what is left for KV.
+
+vLLM budgets `memory x gpu_memory_utilization` per GPU. From that it subtracts the weights,
+the peak activation memory of a profiling run and non-torch allocations (NCCL buffers, CUDA
+graphs); the rest becomes the KV cache. It logs the result as "GPU KV cache size: N tokens"
+and "Maximum concurrency for L tokens per request: C x", and refuses to start when one
+request of `max_model_len` tokens does not fit. With pipeline parallelism each stage holds
+only its layers, and the engine uses the smallest stage's token count.
+
+Overhead estimate (documented, deliberately simple; each term is a vLLM allocation):
+- runtime: 0.5 GiB for non-torch allocations (cuBLAS workspaces, allocator slack), plus
+  0.5 GiB of NCCL / custom all-reduce buffers when the layout has more than one rank;
+- CUDA graphs: 0.5 GiB on devices that capture them (vLLM's default capture sizes);
+- activations: the profiling run pushes `max_num_batched_tokens` tokens through one layer;
+  per token it keeps about 6 hidden-sized tensors, the q/k/v heads of this rank, and twice
+  the widest MLP intermediate of this rank (for routed experts: top-k copies of 2 x the
+  per-rank expert width, the fused-MoE intermediate cache), at the activation dtype;
+- sampler: logits and probabilities in fp32 for `max_num_seqs` sequences over the vocabulary.
+For the story's models this comes to 2.5-4 GiB per GPU. It is an estimate, deliberately on
+the generous side of the fixed terms; vLLM measures the real figure at start-up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from policies.inventory import GpuProfile
+from policies.layout import Layout
+from policies.model_spec import ModelSpec
+from policies.parameters import LayerBytes, ModelBytes
+from policies.units import GIB, ceil_div
+
+KV_BLOCK_TOKENS = 16
+"""vLLM allocates the KV cache in blocks of this many tokens (the default block size)."""
+
+_RUNTIME_BYTES = GIB // 2
+_COMM_BYTES = GIB // 2
+_CUDA_GRAPH_BYTES = GIB // 2
+
+# DeepSeek Sparse Attention: vLLM stores the indexer key as 128 fp8 values plus one fp32
+# scale per 128 (deepseek_v2.py Indexer: head_dim + head_dim // 128 * 4, uint8).
+_INDEXER_SCALE_BLOCK = 128
+# fp8_ds_mla packs 512 fp8 latent values, 16 bytes of scales and the 64-dim RoPE key in bf16
+# (vllm/v1/hisparse/runtime.py); vLLM uses it for sparse MLA whenever the cache is quantized
+# (and on SM120 even at "auto").
+_FP8_DS_MLA_BYTES = 656
+
+
+class KvCacheDtype(StrEnum):
+    AUTO = "auto"
+    """The model's activation dtype (bf16 for every supported checkpoint)."""
+    FP8 = "fp8"
+
+
+def pipeline_stages(num_layers: int, pp: int) -> tuple[range, ...]:
+    """Layer ranges per stage, as vllm/distributed/utils.py get_pp_indices splits them:
+    layers // pp each, the remainder added to the stages just before the last."""
+    per = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        per[-i] += 1
+    ranges = []
+    start = 0
+    for count in per:
+        ranges.append(range(start, start + count))
+        start += count
+    return tuple(ranges)
+
+
+def weights_per_gpu_by_stage(model: ModelBytes, layout: Layout) -> tuple[int, ...]:
+    """Bytes of weights one GPU of each pipeline stage holds."""
+    stages = pipeline_stages(len(model.layers), layout.pp)
+    tp = layout.tp
+    # Most layers are identical; compute each distinct layer's share once.
+    shares: dict[LayerBytes, int] = {}
+    totals = []
+    for index, layers in enumerate(stages):
+        total = 0
+        for i in layers:
+            lb = model.layers[i]
+            share = shares.get(lb)
+            if share is None:
+                share = ceil_div(lb.split, tp) + _kv_proj_share(model, lb.kv_proj, tp)
+                share += lb.replicated + _expert_share(model, lb.experts, layout)
+                shares[lb] = share
+            total += share
+        if index == 0:
+            total += ceil_div(model.embedding, tp) + model.extra
+        if index == len(stages) - 1:
+            total += ceil_div(model.lm_head, tp) + model.final_norm
+        totals.append(total)
+    return tuple(totals)
+
+
+def _kv_proj_share(model: ModelBytes, kv_proj: int, tp: int) -> int:
+    heads = model.num_kv_heads
+    if heads == 0 or kv_proj == 0:
+        return 0
+    return ceil_div(kv_proj * max(1, ceil_div(heads, tp)), heads)
+
+
+def _expert_share(model: ModelBytes, experts: int, layout: Layout) -> int:
+    if experts == 0:
+        return 0
+    group = layout.moe_group_size
+    if layout.ep and group > 1:
+        # Whole experts spread over the group; the busiest rank holds ceil(E / group).
+        per_expert = ceil_div(experts, model.num_experts)
+        return ceil_div(model.num_experts, group) * per_expert
+    return ceil_div(experts, group)
+
+
+def kv_bytes_per_token_per_layer(spec: ModelSpec, tp: int, dtype: KvCacheDtype) -> int:
+    """KV cache bytes one GPU stores per token for one attention layer."""
+    att = spec.attention
+    elem = 1 if dtype is KvCacheDtype.FP8 else spec.dtype_bytes
+    if att.mla is not None:
+        # The latent is replicated on every TP rank: it does not shrink with TP.
+        if att.indexer is not None and dtype is KvCacheDtype.FP8:
+            latent = _FP8_DS_MLA_BYTES
+        else:
+            latent = att.mla.latent_dim * elem
+        if att.indexer is not None:
+            dim = att.indexer.head_dim
+            latent += dim + dim // _INDEXER_SCALE_BLOCK * 4
+        return latent
+    # GQA/MHA: K and V for this rank's KV heads; at least one head when replicated.
+    heads = max(1, ceil_div(att.num_kv_heads, tp))
+    return 2 * heads * att.head_dim * elem
+
+
+def kv_bytes_per_token_per_gpu(spec: ModelSpec, layout: Layout, dtype: KvCacheDtype) -> int:
+    """Per token, on the GPU of the stage with the most layers (sliding layers included)."""
+    per_layer = kv_bytes_per_token_per_layer(spec, layout.tp, dtype)
+    return per_layer * max(len(r) for r in pipeline_stages(spec.num_layers, layout.pp))
+
+
+def request_kv_bytes(spec: ModelSpec, layers: range, per_layer: int, tokens: int) -> int:
+    """KV bytes one request of `tokens` tokens needs on a stage holding `layers`.
+
+    Sliding-window layers keep at most the window (vLLM's hybrid KV cache manager)."""
+    full, sliding = _full_and_sliding(spec, layers)
+    return _request_bytes(per_layer, full, sliding, spec.attention.sliding_window, tokens)
+
+
+def _full_and_sliding(spec: ModelSpec, layers: range) -> tuple[int, int]:
+    att = spec.attention
+    if att.sliding_window is None:
+        return len(layers), 0
+    sliding = sum(1 for i in att.sliding_layers if i in layers)
+    return len(layers) - sliding, sliding
+
+
+def _request_bytes(per_layer: int, full: int, sliding: int, window: int | None, tokens: int) -> int:
+    blocks = ceil_div(tokens, KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS
+    window_blocks = 0
+    if window is not None and sliding:
+        window_blocks = ceil_div(min(tokens, window), KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS
+    return per_layer * (full * blocks + sliding * window_blocks)
+
+
+@dataclass(frozen=True)
+class OverheadSettings:
+    """The engine settings the overhead estimate depends on (vLLM's defaults)."""
+
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 256
+
+
+def overhead_bytes(
+    spec: ModelSpec, layout: Layout, gpu: GpuProfile, settings: OverheadSettings
+) -> int:
+    """Activation, CUDA-graph and communication memory on one GPU (see module docstring)."""
+    tp = layout.tp
+    att = spec.attention
+    act = spec.dtype_bytes
+    widest = ceil_div(spec.dense_intermediate_size, tp) if spec.num_dense_layers else 0
+    moe = spec.moe
+    if moe is not None:
+        widest = max(widest, ceil_div(moe.shared_intermediate_size, tp))
+        per_rank = moe.expert_intermediate_size // layout.moe_split
+        widest = max(widest, moe.experts_per_token * 2 * per_rank)
+    heads = ceil_div(att.num_heads, tp)
+    qkv = heads * att.head_dim * 3
+    per_token = act * (6 * spec.hidden_size + qkv + 2 * widest)
+    activations = settings.max_num_batched_tokens * per_token
+    sampler = settings.max_num_seqs * spec.vocab_size * 4 * 2
+    runtime = _RUNTIME_BYTES + (_COMM_BYTES if layout.total_gpus > 1 else 0)
+    graphs = _CUDA_GRAPH_BYTES if gpu.cuda_graphs else 0
+    return runtime + graphs + activations + sampler
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """One layout on one GPU kind, for the stage that limits the KV cache."""
+
+    budget_bytes: int
+    """memory x gpu_memory_utilization."""
+    weights_bytes_per_gpu: int
+    """Largest over the pipeline stages."""
+    overhead_bytes: int
+    kv_bytes_per_token_per_gpu: int
+    kv_cache_bytes: int
+    """What the limiting stage has left for KV (0 when weights and overhead exceed it)."""
+    kv_cache_tokens: int
+    """"GPU KV cache size" as vLLM logs it: tokens the cache holds, per engine (DP rank)."""
+    max_model_len: int
+    request_kv_bytes: int
+    """KV bytes one request of `max_model_len` tokens needs on the limiting stage's GPU."""
+    max_concurrency: float
+    """Requests of `max_model_len` tokens the cache holds at once, per engine."""
+    max_model_len_fit: int
+    """The longest request that fits, rounded down to a multiple of the KV block size."""
+
+    @property
+    def weights_fit(self) -> bool:
+        return self.kv_cache_bytes > 0
+
+    @property
+    def full_request_fits(self) -> bool:
+        return self.max_model_len_fit >= self.max_model_len
+
+
+def estimate_memory(
+    spec: ModelSpec,
+    model: ModelBytes,
+    layout: Layout,
+    gpu: GpuProfile,
+    *,
+    gpu_memory_utilization: float,
+    kv_cache_dtype: KvCacheDtype,
+    max_model_len: int,
+    settings: OverheadSettings,
+) -> MemoryEstimate:
+    budget = int(gpu.memory_bytes * gpu_memory_utilization)
+    stages = pipeline_stages(spec.num_layers, layout.pp)
+    weights = weights_per_gpu_by_stage(model, layout)
+    overhead = overhead_bytes(spec, layout, gpu, settings)
+    per_layer = kv_bytes_per_token_per_layer(spec, layout.tp, kv_cache_dtype)
+    tokens: list[int] = []
+    concurrency: list[float] = []
+    needs: list[int] = []
+    fits: list[int] = []
+    free_by_stage: list[int] = []
+    for layers, stage_weights in zip(stages, weights, strict=True):
+        free = max(0, budget - stage_weights - overhead)
+        free_by_stage.append(free)
+        per_token = per_layer * len(layers)
+        blocks = free // (per_token * KV_BLOCK_TOKENS) if per_token else 0
+        tokens.append(blocks * KV_BLOCK_TOKENS)
+        need = request_kv_bytes(spec, layers, per_layer, max_model_len)
+        needs.append(need)
+        concurrency.append(free / need if need else 0.0)
+        fits.append(_longest_request(spec, layers, per_layer, free, max_model_len))
+    limiting = min(range(len(stages)), key=lambda i: concurrency[i])
+    return MemoryEstimate(
+        budget_bytes=budget,
+        weights_bytes_per_gpu=max(weights),
+        overhead_bytes=overhead,
+        kv_bytes_per_token_per_gpu=per_layer * max(len(r) for r in stages),
+        kv_cache_bytes=free_by_stage[limiting],
+        kv_cache_tokens=min(tokens),
+        max_model_len=max_model_len,
+        request_kv_bytes=needs[limiting],
+        max_concurrency=concurrency[limiting],
+        max_model_len_fit=min(fits),
+    )
+
+
+def _longest_request(
+    spec: ModelSpec, layers: range, per_layer: int, free: int, ceiling: int
+) -> int:
+    """Largest length (a block multiple, or `ceiling` itself) whose request fits in `free`."""
+    full, sliding = _full_and_sliding(spec, layers)
+    window = spec.attention.sliding_window
+
+    def fits(tokens: int) -> bool:
+        return _request_bytes(per_layer, full, sliding, window, tokens) <= free
+
+    if fits(ceiling):
+        return ceiling
+    low, high = 0, ceiling // KV_BLOCK_TOKENS
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(mid * KV_BLOCK_TOKENS):
+            low = mid
+        else:
+            high = mid - 1
+    return low * KV_BLOCK_TOKENS

@@ -1,0 +1,54 @@
+"""Why a layout or a model is refused: a stable code plus a sentence for humans.
+
+Codes become a Prometheus label later, so the set is closed (`ReasonCode`) and each code is
+short snake_case. Messages carry the numbers; codes never do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class ReasonCode(StrEnum):
+    """Every reason the policy can give. Adding one is an API change for dashboards."""
+
+    HEADS_NOT_DIVISIBLE = "heads_not_divisible"
+    """Attention heads do not divide by TP (vLLM asserts this when building the model)."""
+    KV_HEADS_NOT_DIVISIBLE = "kv_heads_not_divisible"
+    """KV heads neither divide by TP nor divide TP, so they can be neither split nor replicated."""
+    FP8_BLOCK_MISALIGNED = "fp8_block_misaligned"
+    """A TP-split dimension of a block-FP8 weight is not a multiple of the quantization block."""
+    TP_CROSS_NODE = "tp_cross_node"
+    """A tensor-parallel group would span nodes whose GPUs only talk over PCIe."""
+    PP_UNSUPPORTED = "pp_unsupported"
+    """vLLM's model class for this architecture does not implement pipeline parallelism."""
+    PP_EXCEEDS_LAYERS = "pp_exceeds_layers"
+    """More pipeline stages than decoder layers: some stage would be empty."""
+    EP_NEEDS_EXPERTS = "ep_needs_experts"
+    """Expert parallelism was asked for a model without routed experts."""
+    NOT_ENOUGH_GPUS = "not_enough_gpus"
+    """The free GPUs cannot host the layout's TP groups."""
+    WEIGHTS_EXCEED_MEMORY = "weights_exceed_memory"
+    """Weights plus runtime overhead leave no room for a KV cache on some GPU."""
+    KV_CACHE_TOO_SMALL = "kv_cache_too_small"
+    """The KV cache cannot hold one request of `max_model_len` tokens (vLLM refuses to start)."""
+    DISK_INSUFFICIENT = "disk_insufficient"
+    """A node that would host the model has too little free disk for its weights."""
+    MAX_MODEL_LEN_EXCEEDS_CONTEXT = "max_model_len_exceeds_context"
+    """The requested `max_model_len` is longer than the model's own context window."""
+    NO_VALID_LAYOUT = "no_valid_layout"
+    """Summary: no candidate layout passes vLLM's layout rules."""
+    NO_FITTING_LAYOUT = "no_fitting_layout"
+    """Summary: some layouts are valid, but none fits memory, GPUs and disk."""
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One refusal: `code` is a `ReasonCode` value, `message` says what and by how much."""
+
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"

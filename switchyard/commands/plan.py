@@ -1,0 +1,256 @@
+"""`switchyard plan`: will this model fit, in which layout, and why not, before any download.
+
+Only the standard library is imported at module level; `policies` (pure Python), `rich` and,
+for hub ids, `huggingface_hub` are imported inside `run`. Nothing here imports ray, torch,
+vllm or transformers, so the answer comes in well under a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from switchyard.exit_codes import ExitCode, UserInputError
+
+if TYPE_CHECKING:
+    from policies.admission import Decision
+    from policies.inventory import ClusterInventory
+    from policies.model_spec import ModelSpec
+    from policies.weights import WeightSize
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "plan",
+        help="predict whether a model fits, in which layout, and why not",
+        description=(
+            "Decide from config.json and the cluster shape alone which vLLM layouts "
+            "(TP, PP, DP, EP) accept the model, what each needs per GPU, and which to use. "
+            "Exit 0 when admitted, 1 when rejected, 2 for bad input."
+        ),
+    )
+    parser.add_argument(
+        "model",
+        metavar="MODEL",
+        help="a config.json, a local model directory, or a Hugging Face repo id",
+    )
+    parser.add_argument("--gpu", required=True, metavar="KIND", help="GPU kind, e.g. h200")
+    parser.add_argument("--gpus-per-node", required=True, type=int, metavar="N")
+    parser.add_argument("--nodes", type=int, default=1, metavar="M")
+    parser.add_argument(
+        "--disk-free-gib",
+        type=float,
+        default=None,
+        metavar="X",
+        help="free disk per node for the weights (default: not checked)",
+    )
+    parser.add_argument(
+        "--weights-gib",
+        type=float,
+        default=None,
+        metavar="W",
+        help="weight size on disk, overriding what is measured or estimated",
+    )
+    parser.add_argument(
+        "--gpu-memory-utilization", type=float, default=0.9, metavar="U", help="default 0.9"
+    )
+    parser.add_argument("--kv-cache-dtype", choices=("auto", "fp8"), default="auto")
+    parser.add_argument(
+        "--max-model-len",
+        type=int,
+        default=None,
+        metavar="L",
+        help="default: the model's full context",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from policies.admission import AdmissionRequest, admit
+    from policies.errors import PolicyInputError
+    from policies.memory import KvCacheDtype
+    from policies.units import GIB
+
+    _check_numbers(args)
+    try:
+        spec, weights, source = _load_model(args.model)
+        inventory = _inventory(args)
+        request = AdmissionRequest(
+            max_model_len=args.max_model_len,
+            gpu_memory_utilization=args.gpu_memory_utilization,
+            kv_cache_dtype=KvCacheDtype(args.kv_cache_dtype),
+            weights_override_bytes=(
+                None if args.weights_gib is None else int(args.weights_gib * GIB)
+            ),
+        )
+        decision = admit(spec, weights, inventory, request)
+    except PolicyInputError as exc:
+        raise UserInputError(str(exc)) from exc
+    if args.json:
+        print(json.dumps(decision.to_json_dict(), indent=2))
+    else:
+        _print_table(spec, decision, source, args)
+    return ExitCode.OK if decision.admitted else ExitCode.REJECTED
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    if args.gpus_per_node < 1:
+        raise UserInputError(f"--gpus-per-node must be >= 1, got {args.gpus_per_node}")
+    if args.nodes < 1:
+        raise UserInputError(f"--nodes must be >= 1, got {args.nodes}")
+    if args.disk_free_gib is not None and not args.disk_free_gib >= 0:
+        raise UserInputError(f"--disk-free-gib must be >= 0, got {args.disk_free_gib}")
+    if args.weights_gib is not None and not args.weights_gib > 0:
+        raise UserInputError(f"--weights-gib must be > 0, got {args.weights_gib}")
+    if not 0 < args.gpu_memory_utilization <= 1:
+        raise UserInputError(
+            f"--gpu-memory-utilization must be in (0, 1], got {args.gpu_memory_utilization}"
+        )
+    if args.max_model_len is not None and args.max_model_len < 1:
+        raise UserInputError(f"--max-model-len must be >= 1, got {args.max_model_len}")
+
+
+def _inventory(args: argparse.Namespace) -> ClusterInventory:
+    from policies.inventory import ClusterInventory
+
+    return ClusterInventory.homogeneous(
+        args.gpu, args.nodes, args.gpus_per_node, disk_free_gib=args.disk_free_gib
+    )
+
+
+def _load_model(model: str) -> tuple[ModelSpec, WeightSize | None, str]:
+    """(spec, measured weights or None, where the config came from)."""
+    from policies.model_spec import load_model_spec
+    from policies.weights import weights_from_model_dir
+
+    path = Path(model).expanduser()
+    if path.is_dir():
+        spec = load_model_spec(path)
+        return spec, weights_from_model_dir(path, spec), str(path)
+    if path.is_file():
+        return load_model_spec(path), None, str(path)
+    if _HUB_ID.match(model) and not model.startswith((".", "/", "~")):
+        return _load_from_hub(model)
+    raise UserInputError(
+        f"MODEL {model!r} is neither an existing file or directory nor a hub repo id (owner/name)"
+    )
+
+
+def _load_from_hub(repo_id: str) -> tuple[ModelSpec, WeightSize | None, str]:
+    """Fetch config.json and, if the repo has one, the safetensors index; nothing else."""
+    from policies.model_spec import load_model_spec
+    from policies.weights import INDEX_FILENAME, weights_from_index
+
+    try:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import EntryNotFoundError, HfHubHTTPError
+    except ImportError as exc:  # pragma: no cover - huggingface_hub is a dependency
+        raise UserInputError(f"MODEL {repo_id!r}: huggingface_hub is not installed") from exc
+    try:
+        config_path = Path(hf_hub_download(repo_id, "config.json"))
+    except (HfHubHTTPError, OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserInputError(f"MODEL {repo_id!r}: cannot fetch config.json: {first}") from exc
+    spec = load_model_spec(config_path)
+    try:
+        index_path = Path(hf_hub_download(repo_id, INDEX_FILENAME))
+    except EntryNotFoundError:
+        return spec, None, f"hub:{repo_id}"
+    except (HfHubHTTPError, OSError, ValueError):
+        # The config is enough to plan; without the index the weights are estimated.
+        return spec, None, f"hub:{repo_id}"
+    try:
+        index = json.loads(index_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserInputError(f"MODEL {repo_id!r}: {INDEX_FILENAME} is unreadable: {exc}") from exc
+    if not isinstance(index, dict):
+        raise UserInputError(f"MODEL {repo_id!r}: {INDEX_FILENAME} is not a JSON object")
+    return spec, weights_from_index(index, spec), f"hub:{repo_id}"
+
+
+def _print_table(
+    spec: ModelSpec, decision: Decision, source: str, args: argparse.Namespace
+) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from policies.units import gib
+
+    # Piped output gets a wide table rather than rich's 80-column default.
+    width = shutil.get_terminal_size((160, 24)).columns
+    console = Console(file=sys.stdout, highlight=False, width=width)
+    att = spec.attention
+    moe = spec.moe
+    shape = f"{spec.family.value}, {att.kind.value}"
+    if att.has_sliding_full_mix:
+        shape += f" ({att.num_sliding_layers} sliding-window layers)"
+    if moe is not None:
+        shape += f", {moe.num_experts} experts top-{moe.experts_per_token}"
+    weights = decision.weights
+    console.print(f"[bold]{spec.wrapper_architecture or spec.architecture}[/] from {source}")
+    console.print(
+        f"  {shape}; {spec.num_layers} layers; quantization {spec.quantization.format.value}; "
+        f"context {spec.max_context:,}"
+    )
+    console.print(
+        f"  weights {_size(weights.total_bytes)} ({weights.source.value}), "
+        f"experts {_size(weights.expert_bytes)}"
+    )
+    console.print(
+        f"  cluster: {args.nodes} x {args.gpus_per_node} {args.gpu}; max_model_len "
+        f"{decision.max_model_len:,}; kv cache {args.kv_cache_dtype}; utilization "
+        f"{args.gpu_memory_utilization}"
+    )
+    table = Table(show_lines=False)
+    table.add_column("layout", no_wrap=True)
+    for column in ("valid", "fits", "GiB/GPU", "KV B/tok/GPU", "KV tokens", "max conc"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("tok/s ceiling", justify="right", no_wrap=True)
+    table.add_column("reasons")
+    first_message: dict[str, str] = {}
+    for c in decision.candidates:
+        for r in c.reasons:
+            first_message.setdefault(r.code, f"{c.layout}: {r.message}")
+        mark = "*" if decision.recommended is not None and c is decision.recommended else " "
+        table.add_row(
+            f"{mark}{c.layout}",
+            "yes" if c.valid else "[red]no[/]",
+            "yes" if c.fits else "[red]no[/]",
+            f"{gib(c.weights_bytes_per_gpu):.1f}",
+            f"{c.kv_bytes_per_token_per_gpu:,}",
+            f"{c.kv_cache_tokens:,}",
+            f"{c.max_concurrency:.2f}",
+            f"{c.decode_tok_s_ceiling:.0f}",
+            ", ".join(r.code for r in c.reasons),
+        )
+    console.print(table)
+    if first_message:
+        console.print("Reasons (first layout that gave each):")
+        for code, message in first_message.items():
+            console.print(f"  {code}: {message}", soft_wrap=True)
+    if decision.recommended is not None:
+        best = decision.recommended
+        console.print(
+            f"[bold green]ADMITTED[/]: recommended {best.layout} on {best.gpu} "
+            f"({best.layout.total_gpus} GPU{'s' if best.layout.total_gpus > 1 else ''}, "
+            f"~{best.decode_tok_s_ceiling:.0f} tok/s "
+            f"single-stream ceiling, {best.max_concurrency:.2f} full-length requests at once)"
+        )
+    else:
+        console.print("[bold red]REJECTED[/]")
+        for reason in decision.reasons:
+            console.print(f"  - {reason}", soft_wrap=True)
+
+
+def _size(n_bytes: int) -> str:
+    from policies.units import GIB, MIB
+
+    return f"{n_bytes / GIB:.1f} GiB" if n_bytes >= GIB else f"{n_bytes / MIB:.1f} MiB"

