@@ -45,7 +45,7 @@ class ModelDeployer:
         self._materialize = materialize
         self._poll_s = poll_s
 
-    def _route(self, config: ModelDeploymentConfig, state: ModelState) -> ModelRoute:
+    def route(self, config: ModelDeploymentConfig, state: ModelState) -> ModelRoute:
         return ModelRoute(
             name=config.name,
             app_name=config.app_name,
@@ -69,7 +69,7 @@ class ModelDeployer:
         if problem is not None:
             # Refused before anything exists: no LOADING entry, no Serve app.
             raise PlacementRefused(f"{config.name} ({config.layout}) cannot be placed: {problem}")
-        ray.get(self._registry.put_model.remote(self._route(config, ModelState.LOADING)))
+        ray.get(self._registry.put_model.remote(self.route(config, ModelState.LOADING)))
         try:
             model_path = self._materialize(config.source)
             app = build_model_app(config, model_path)
@@ -82,9 +82,9 @@ class ModelDeployer:
             message = _one_line(exc)
             log.error("deploying %s failed: %s", config.name, message)
             ray.get(self._registry.set_state.remote(config.name, ModelState.FAILED, message))
-            self._delete_app(config.app_name)
+            self.delete_app(config.app_name)
             raise DeployFailed(message) from exc
-        route = self._route(config, ModelState.READY)
+        route = self.route(config, ModelState.READY)
         ray.get(self._registry.put_model.remote(route))
         for alias in config.aliases:
             ray.get(self._registry.set_alias.remote(alias, config.name))
@@ -132,10 +132,10 @@ class ModelDeployer:
         import ray
 
         ray.get(self._registry.remove_model.remote(name, replaced_by))
-        self._delete_app(f"model-{name}")
+        self.delete_app(f"model-{name}")
 
     @staticmethod
-    def _delete_app(app_name: str) -> None:
+    def delete_app(app_name: str) -> None:
         from ray import serve
 
         try:

@@ -40,6 +40,13 @@ class LocalHeadConfig(BaseModel):
     dashboard_host: str = "127.0.0.1"
     dashboard_port: int = Field(8265, ge=1024, le=65535)
     node_ip_address: str = "127.0.0.1"
+    dashboard_agent_port: int | None = Field(
+        None,
+        ge=1024,
+        le=65535,
+        description="job agent HTTP port; None picks a free one (Ray's default 52365 clashes "
+        "when two Ray clusters share a machine, and then `ray job submit` finds no agent)",
+    )
 
 
 @dataclass(frozen=True)
@@ -83,9 +90,14 @@ def start_local_head(config: LocalHeadConfig, state_dir: Path) -> RayConnection:
         "--include-dashboard=true",
         f"--dashboard-host={config.dashboard_host}",
         f"--dashboard-port={config.dashboard_port}",
+        f"--dashboard-agent-listen-port={config.dashboard_agent_port or _free_port()}",
         "--disable-usage-stats",
     ]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    # Jobs (`ray job submit -- switchyard ...`) inherit the head's environment: put this
+    # installation's scripts first on PATH so `switchyard` resolves to the same install.
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    result = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
         raise RuntimeError("`ray start --head` failed: " + " | ".join(tail))
@@ -112,6 +124,15 @@ def enable_token_auth() -> None:
             check=False,
             timeout=60,
         )
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def _head_alive(address: str) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any
 
 from serve_apps.model_state import ModelState
@@ -25,6 +26,8 @@ class FleetRegistry:
     def __init__(self) -> None:
         self._table = RoutingTable()
         self._facts: dict[str, Any] = {}
+        # gateway replica id -> (monotonic time, table version it has seen, in-flight counts)
+        self._reports: dict[str, tuple[float, int, dict[str, int]]] = {}
         self._changed: asyncio.Condition | None = None
 
     def _condition(self) -> asyncio.Condition:
@@ -69,6 +72,23 @@ class FleetRegistry:
 
     async def set_held(self, aliases: frozenset[str]) -> RoutingTable:
         return await self._publish(self._table.with_held(aliases))
+
+    async def report_in_flight(self, replica: str, version: int, counts: dict[str, int]) -> None:
+        """Each gateway replica reports its in-flight requests per model a few times a second."""
+        self._reports[replica] = (time.monotonic(), version, counts)
+
+    async def in_flight(self, name: str, min_version: int, fresh_s: float = 5.0) -> int | None:
+        """Requests in flight for `name` across live gateway replicas; None until every live
+        replica has seen table version `min_version` (so none can still start one)."""
+        now = time.monotonic()
+        total = 0
+        for at, version, counts in self._reports.values():
+            if now - at > fresh_s:
+                continue  # a replica that stopped reporting is gone
+            if version < min_version:
+                return None
+            total += counts.get(name, 0)
+        return total
 
     async def set_fact(self, key: str, value: Any) -> None:
         self._facts[key] = value

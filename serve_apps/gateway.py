@@ -11,6 +11,7 @@ import asyncio
 import json
 import logging
 import time
+import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
@@ -30,6 +31,12 @@ log = logging.getLogger(__name__)
 
 ParseRequest = Callable[[Method, dict[str, Any]], Any]
 """Turns a JSON body into the model server's request object; raises ValueError if invalid."""
+
+ReportInFlight = Callable[[str, int, dict[str, int]], Awaitable[None]]
+"""(replica id, routing table version seen, in-flight requests per model): lets the manager
+know when a draining model has finished its last request."""
+
+_REPORT_PERIOD_S = 0.2
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -91,8 +98,12 @@ class Gateway:
         health: ReplicaHealthView,
         backend: ModelBackend,
         parse_request: ParseRequest,
+        report_in_flight: ReportInFlight | None = None,
     ) -> None:
         self._settings = settings
+        self._report_in_flight = report_in_flight
+        self._replica_id = uuid.uuid4().hex[:12]
+        self._report_task: asyncio.Task[None] | None = None
         self._routes = routes
         self._health = health
         self._backend = backend
@@ -106,10 +117,27 @@ class Gateway:
     def start(self) -> None:
         self._routes.start()
         self._health.start()
+        if self._report_in_flight is not None and self._report_task is None:
+            self._report_task = asyncio.get_running_loop().create_task(self._report_loop())
 
     async def stop(self) -> None:
         await self._routes.stop()
         await self._health.stop()
+        if self._report_task is not None:
+            self._report_task.cancel()
+            self._report_task = None
+
+    async def _report_loop(self) -> None:
+        assert self._report_in_flight is not None
+        while True:
+            try:
+                counts = {name: n for name, n in self.in_flight.items() if n}
+                await self._report_in_flight(self._replica_id, self._routes.table.version, counts)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("in-flight report failed")
+            await asyncio.sleep(_REPORT_PERIOD_S)
 
     # ---------------------------------------------------------------- app
     def _build_app(self) -> FastAPI:

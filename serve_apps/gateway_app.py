@@ -28,13 +28,27 @@ def parse_openai_request(method: Method, body: dict[str, Any]) -> Any:
     return model.model_validate(body)
 
 
-async def _registry_fetch(known_version: int, timeout_s: float) -> RoutingTable:
-    from cluster.registry import registry_actor
+class RegistryClient:
+    """The gateway's side of the fleet registry actor (handle looked up once, lazily)."""
 
-    table: RoutingTable = await registry_actor(create=False).wait_for_change.remote(
-        known_version, timeout_s
-    )
-    return table
+    def __init__(self) -> None:
+        self._handle: Any = None
+
+    def _registry(self) -> Any:
+        if self._handle is None:
+            from cluster.registry import registry_actor
+
+            self._handle = registry_actor(create=False)
+        return self._handle
+
+    async def fetch(self, known_version: int, timeout_s: float) -> RoutingTable:
+        table: RoutingTable = await self._registry().wait_for_change.remote(
+            known_version, timeout_s
+        )
+        return table
+
+    async def report(self, replica: str, version: int, counts: dict[str, int]) -> None:
+        await self._registry().report_in_flight.remote(replica, version, counts)
 
 
 async def _running_replicas() -> Mapping[str, int]:
@@ -55,12 +69,14 @@ class GatewayReplica:
 
     def __init__(self, settings_json: str) -> None:
         settings = GatewaySettings.model_validate_json(settings_json)
+        registry = RegistryClient()
         self._gateway = Gateway(
             settings,
-            RouteView(_registry_fetch),
+            RouteView(registry.fetch),
             ReplicaHealthView(_running_replicas, period_s=settings.health_poll_s),
             ServeHandleBackend(),
             parse_openai_request,
+            registry.report,
         )
 
     async def __serve_build_asgi_app__(self) -> Any:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cluster.model_deployer import DeployResult, ModelDeployer
+from cluster.model_deployer import DeployFailed
 from cluster.ray_runtime import RayConnection, connect, start_local_head, stop_local_head
 from switchyard.stack_config import StackConfig
 
@@ -56,20 +56,6 @@ def _write_stack_info(state_dir: Path, info: StackInfo) -> None:
     tmp.replace(state_dir / STACK_FILE)
 
 
-def staged_model_path(state_dir: Path) -> Callable[[str], Path]:
-    """Materialise a source on this node through the staging layer (miniature, local, hub)."""
-
-    def materialize(source_text: str) -> Path:
-        from cluster.staging.config import StagingConfig
-        from cluster.staging.stage import stage
-        from switchyard.model_source import parse_model_source
-
-        config = StagingConfig(cache_dir=state_dir / "cache", reserve_gib=1.0)
-        return stage(parse_model_source(source_text), config).path
-
-    return materialize
-
-
 class Stack:
     def __init__(self, config: StackConfig, report: Report) -> None:
         self._config = config
@@ -81,16 +67,20 @@ class Stack:
         self._report("starting a local Ray head ...")
         return start_local_head(self._config.local_head, self._config.state_dir)
 
-    def up(self) -> tuple[StackInfo, list[DeployResult]]:
+    def up(self) -> tuple[StackInfo, list[dict[str, Any]]]:
         config = self._config
         # Before the first `import ray`: Ray reads RAY_AUTH_MODE once, at import time.
         connection = self._connection()
         connect(connection.address)
 
+        import ray
         from ray import serve
         from ray.serve.api import RunTarget
 
+        from cluster.fleet_manager import ManagerSettings
+        from cluster.manager_actor import manager_actor
         from cluster.registry import registry_actor
+        from serve_apps.deployment_config import AcceleratorConfig
         from serve_apps.gateway_app import GATEWAY_APP_NAME, build_gateway_app
 
         info = StackInfo(
@@ -115,13 +105,29 @@ class Stack:
             ],
             wait_for_applications_running=True,
         )
-        deployer = ModelDeployer(registry, staged_model_path(config.state_dir))
+        manager = manager_actor(
+            ManagerSettings(
+                state_dir=config.state_dir,
+                accelerator=config.models[0].accelerator
+                if config.models
+                else AcceleratorConfig(kind=config.accelerator),
+                deploy_timeout_s=config.deploy_timeout_s,
+            )
+        )
+        fleet = ray.get(manager.fleet.remote())
         results = []
         for model in config.models:
+            if model.name in fleet["models"]:
+                self._report(f"{model.name} is already part of the fleet")
+                continue
             self._report(f"deploying {model.name} ({model.source}, {model.layout}) ...")
-            result = deployer.deploy(model, timeout_s=config.deploy_timeout_s)
-            self._report(f"{model.name} is ready after {result.seconds:.1f} s")
-            results.append(result)
+            outcome = ray.get(
+                manager.run.remote({"kind": "add", "config": model.model_dump(mode="json")})
+            )
+            if outcome["outcome"] != "done":
+                raise DeployFailed(outcome["message"])
+            self._report(outcome["message"])
+            results.append(outcome)
         return info, results
 
 
@@ -134,12 +140,14 @@ def stack_down(state_dir: Path, address: str | None, report: Report) -> bool:
             import ray
             from ray import serve
 
+            from cluster.fleet_manager import MANAGER_ACTOR_NAME
             from cluster.registry import REGISTRY_ACTOR_NAME, SWITCHYARD_NAMESPACE
 
             connect(target)
             serve.shutdown()  # type: ignore[no-untyped-call]
-            with contextlib.suppress(ValueError):
-                ray.kill(ray.get_actor(REGISTRY_ACTOR_NAME, namespace=SWITCHYARD_NAMESPACE))
+            for actor in (MANAGER_ACTOR_NAME, REGISTRY_ACTOR_NAME):
+                with contextlib.suppress(ValueError):
+                    ray.kill(ray.get_actor(actor, namespace=SWITCHYARD_NAMESPACE))
             ray.shutdown()
             report(f"stopped Serve on {target}")
         except Exception as exc:  # the cluster may already be gone; still stop the head
@@ -148,4 +156,7 @@ def stack_down(state_dir: Path, address: str | None, report: Report) -> bool:
     if stopped:
         report("stopped the local Ray head")
     (state_dir / STACK_FILE).unlink(missing_ok=True)
+    # The fleet is gone: the next `up` starts from an empty desired state (the journal of
+    # past operations stays for the record).
+    (state_dir / "manager" / "fleet.json").unlink(missing_ok=True)
     return target is not None or stopped

@@ -171,14 +171,14 @@ def run(args: argparse.Namespace) -> int:
 
     stack = Stack(config, report)
     try:
-        info, results = stack.up()
+        info, _ = stack.up()
     except DeployFailed as exc:
         report(f"[red]a model failed to start:[/red] {exc}")
         return ExitCode.REJECTED
     out = Console()
     out.print(f"[bold green]Switchyard is serving[/bold green] on {info.endpoint}/v1")
-    for result in results:
-        out.print(f"  model {result.route.name} ({result.route.layout}) from {result.route.source}")
+    for model in config.models:
+        out.print(f"  model {model.name} ({model.layout}) from {model.source}")
     if info.dashboard_url:
         out.print(f"  Ray dashboard: {info.dashboard_url}")
     first = config.models[0].aliases[0] if config.models and config.models[0].aliases else "default"

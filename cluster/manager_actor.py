@@ -1,0 +1,83 @@
+"""Ray wiring of the fleet manager: a detached, named actor on the head node."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from cluster.fleet_manager import MANAGER_ACTOR_NAME, ClusterView, FleetManager, ManagerSettings
+from cluster.journal import Journal
+from cluster.model_deployer import ModelDeployer
+from cluster.model_materializer import staged_model_path
+from cluster.registry import SWITCHYARD_NAMESPACE, registry_actor
+
+
+class ManagerService:
+    """Composes a FleetManager inside the actor and exposes its calls."""
+
+    def __init__(self, settings_json: str) -> None:
+        settings = ManagerSettings.model_validate_json(settings_json)
+        self._settings = settings
+        registry = registry_actor()
+        materialize = staged_model_path(settings.state_dir)
+        self._manager = FleetManager(
+            settings,
+            registry,
+            ModelDeployer(registry, materialize),
+            Journal(settings.state_dir / "manager"),
+            ClusterView(registry, materialize),
+        )
+        # Reconcile in the background: a restart may need to redeploy a model (minutes),
+        # and the actor must answer `current`/`fleet` meanwhile.
+        threading.Thread(target=self._manager.reconcile, daemon=True).start()
+
+    def ping(self) -> bool:
+        return self._manager.wait_ready(0)
+
+    def run(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        return self._manager.run(self._with_defaults(request))
+
+    def _with_defaults(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """Fill what a CLI request leaves to the cluster: the accelerator kind, CPU eager."""
+        request = dict(request)
+        if "config" in request:
+            config = dict(request["config"])
+            config.setdefault("accelerator", self._settings.accelerator.model_dump(mode="json"))
+            if config["accelerator"].get("kind") == "cpu":
+                engine = dict(config.get("engine") or {})
+                engine.setdefault("enforce_eager", True)
+                config["engine"] = engine
+            request["config"] = config
+        return request
+
+    def events(self, since: int = 0) -> list[dict[str, Any]]:
+        return self._manager.events(since)
+
+    def current(self) -> dict[str, Any] | None:
+        return self._manager.current()
+
+    def fleet(self) -> dict[str, Any]:
+        return self._manager.fleet()
+
+
+def manager_actor(settings: ManagerSettings | None = None) -> Any:
+    """The manager actor; created (pinned to the head node) when `settings` are given."""
+    import ray
+
+    if settings is None:
+        return ray.get_actor(MANAGER_ACTOR_NAME, namespace=SWITCHYARD_NAMESPACE)
+    actor_cls = ray.remote(ManagerService)
+    return actor_cls.options(
+        name=MANAGER_ACTOR_NAME,
+        namespace=SWITCHYARD_NAMESPACE,
+        lifetime="detached",
+        get_if_exists=True,
+        num_cpus=0,
+        # The journal and snapshot live on the head node's disk.
+        resources={"node:__internal_head__": 0.001},
+        max_restarts=-1,
+        # An operation is never retried blindly after a crash: `reconcile` decides.
+        max_task_retries=0,
+        max_concurrency=8,
+    ).remote(settings.model_dump_json())

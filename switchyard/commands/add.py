@@ -1,0 +1,74 @@
+"""`switchyard add SOURCE --name N`: admit and deploy a model (optionally replacing one)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from switchyard.exit_codes import UserInputError
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags shared by `add` and `swap`: what the new model is and how it is laid out."""
+    parser.add_argument("--name", required=True, help="served model name")
+    parser.add_argument("--alias", action="append", dest="aliases", default=[], metavar="ALIAS")
+    parser.add_argument("--tp", type=int, default=1, help="tensor parallel size")
+    parser.add_argument("--pp", type=int, default=1, help="pipeline parallel size")
+    parser.add_argument("--dp", type=int, default=1, help="data parallel size")
+    parser.add_argument("--ep", action="store_true", help="expert parallel")
+    parser.add_argument("--max-model-len", type=int, default=None)
+    parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument("--address", help="Ray address (default: $RAY_ADDRESS or `up`'s)")
+    parser.add_argument("--state-dir", type=Path, default=None)
+
+
+def model_config(args: argparse.Namespace) -> dict[str, Any]:
+    """A validated deployment config (less the accelerator, which the cluster decides)."""
+    from pydantic import ValidationError
+
+    from serve_apps.deployment_config import ModelDeploymentConfig
+
+    engine: dict[str, Any] = {}
+    if args.max_model_len is not None:
+        engine["max_model_len"] = args.max_model_len
+    config = {
+        "name": args.name,
+        "source": args.source,
+        "aliases": list(args.aliases),
+        "layout": {"tp": args.tp, "pp": args.pp, "dp": args.dp, "ep": args.ep},
+        "engine": engine,
+    }
+    try:
+        ModelDeploymentConfig.model_validate({**config, "accelerator": {"kind": "gpu"}})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"]) or "config"
+        raise UserInputError(f"{where}: {error['msg']}") from None
+    from switchyard.model_source import parse_model_source
+
+    parse_model_source(args.source)
+    return config
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "add", help="admit and deploy a model; --replace OLD hot-swaps it in for OLD"
+    )
+    parser.add_argument("source", help="hub id[@rev], local dir or miniature:NAME")
+    parser.add_argument("--replace", metavar="OLD", help="swap out this model (its aliases move)")
+    add_model_arguments(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from switchyard.fleet_client import resolve_address, run_operation
+
+    config = model_config(args)
+    address = resolve_address(args.address, args.state_dir)
+    if args.replace:
+        request = {"kind": "swap", "old": args.replace, "config": config, "dry_run": args.dry_run}
+    else:
+        request = {"kind": "add", "config": config, "dry_run": args.dry_run}
+    return run_operation(address, request, as_json=args.json)

@@ -1,0 +1,23 @@
+"""`switchyard remove NAME`: take a model down and free its accelerators."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("remove", help="take a model down")
+    parser.add_argument("name")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--address")
+    parser.add_argument("--state-dir", type=Path, default=None)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from switchyard.fleet_client import resolve_address, run_operation
+
+    address = resolve_address(args.address, args.state_dir)
+    return run_operation(address, {"kind": "remove", "name": args.name}, as_json=args.json)

@@ -1,0 +1,88 @@
+"""The CLI's side of the fleet manager: connect, send one operation, stream its progress.
+
+Works the same from a terminal and under `ray job submit` (where Ray sets RAY_ADDRESS and
+the job log shows the progress lines).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from switchyard.exit_codes import ExitCode, UserInputError
+
+
+def resolve_address(address: str | None, state_dir: Path | None) -> str:
+    import os
+
+    from switchyard.stack import read_stack_info
+    from switchyard.stack_config import default_state_dir
+
+    if address:
+        return address
+    if os.environ.get("RAY_ADDRESS"):
+        return os.environ["RAY_ADDRESS"]
+    info = read_stack_info(state_dir or default_state_dir())
+    if info is None:
+        raise UserInputError(
+            "--address: none given, RAY_ADDRESS is unset and no stack is recorded; "
+            "start one with `switchyard up` or pass --address"
+        )
+    return info.address
+
+
+def run_operation(address: str, request: dict[str, Any], *, as_json: bool = False) -> int:
+    """Send `request` to the manager, print progress as it happens, map the outcome."""
+    from cluster.ray_runtime import connect
+
+    connect(address)
+    import ray
+
+    from cluster.manager_actor import manager_actor
+
+    try:
+        manager = manager_actor()
+    except ValueError:
+        raise UserInputError(
+            f"no Switchyard manager runs on {address}; start `switchyard up`"
+        ) from None
+    pending = manager.run.remote(request)
+    seen = 0
+    while True:
+        done, _ = ray.wait([pending], timeout=1.0)
+        if not as_json:
+            for event in ray.get(manager.events.remote(seen)):
+                seen += 1
+                _print_event(event)
+        if done:
+            break
+    try:
+        result: dict[str, Any] = ray.get(pending)
+    except ray.exceptions.RayActorError as exc:
+        print(
+            f"failed: the manager died during the operation ({type(exc).__name__}); it "
+            "reconciles the fleet when it restarts (completes or rolls back, see its journal); "
+            "check `switchyard status`",
+            flush=True,
+        )
+        return ExitCode.REJECTED
+    if as_json:
+        print(json.dumps(result, indent=2))
+    else:
+        for event in result["events"][seen:]:
+            _print_event(event)
+        if result["phase_seconds"]:
+            phases = ", ".join(f"{k} {v:.1f} s" for k, v in result["phase_seconds"].items())
+            print(f"phases: {phases}")
+        print(f"{result['outcome']}: {result['message']}")
+    sys.stdout.flush()
+    return ExitCode.OK if result["outcome"] == "done" else ExitCode.REJECTED
+
+
+def _print_event(event: dict[str, Any]) -> None:
+    stamp = time.strftime("%H:%M:%S", time.localtime(event["at"]))
+    phase = f"[{event['phase']}] " if event["phase"] else ""
+    print(f"{stamp} {phase}{event['message']}", flush=True)
