@@ -222,7 +222,12 @@ class FleetManager:
 
     # ------------------------------------------------------------------ preflight
     def _preflight(
-        self, op: _Op, config: ModelDeploymentConfig, *, freed: Mapping[str, int] | None
+        self,
+        op: _Op,
+        config: ModelDeploymentConfig,
+        *,
+        freed: Mapping[str, int] | None,
+        dry_run: bool = False,
     ) -> tuple[Path | None, list[str]]:
         """Stage NEW and run admission; returns (model dir, rejection reasons)."""
         from cluster.admission_gate import decide
@@ -230,9 +235,15 @@ class FleetManager:
         problems = self._name_problems(config)
         if problems:
             return None, problems
-        op.note(f"staging {config.source}")
         try:
-            model_dir = self._cluster.materialize(config.source)
+            if dry_run:
+                # A dry run must not download weights: the config (and the safetensors index
+                # for sizes) is all admission needs.
+                op.note(f"reading the config of {config.source}")
+                model_dir = self._cluster.config_only(config.source)
+            else:
+                op.note(f"staging {config.source}")
+                model_dir = self._cluster.materialize(config.source)
         except Exception as exc:
             return None, [f"staging {config.source} failed: {exc}"]
         inventory = self._cluster.inventory(self._settings)
@@ -278,7 +289,7 @@ class FleetManager:
             },
         )
         op.phase(SwapPhase.PREFLIGHT, f"admission for {config.name}")
-        _, reasons = self._preflight(op, config, freed=None)
+        _, reasons = self._preflight(op, config, freed=None, dry_run=dry_run)
         if reasons:
             return op.end(Outcome.REJECTED, "not admitted: " + "; ".join(reasons))
         if dry_run:
@@ -341,7 +352,7 @@ class FleetManager:
         moving = tuple(sorted(a for a, m in self._aliases.items() if m == old))
         new = new.model_copy(update={"aliases": tuple(dict.fromkeys((*new.aliases, *moving)))})
         freed = self._cluster.claimed_by(old_config)
-        _, reasons = self._preflight(op, new, freed=freed)
+        _, reasons = self._preflight(op, new, freed=freed, dry_run=dry_run)
         if reasons:
             return op.end(Outcome.REJECTED, "not admitted, nothing changed: " + "; ".join(reasons))
         if dry_run:
@@ -543,6 +554,29 @@ class ClusterView:
 
     def materialize(self, source: str) -> Path:
         return self._materialize(source)
+
+    def config_only(self, source: str) -> Path:
+        """A directory with just what admission reads, without downloading weights."""
+        import tempfile
+
+        from switchyard.model_source import SourceKind, parse_model_source
+
+        parsed = parse_model_source(source)
+        if parsed.kind is not SourceKind.HUB:
+            return self._materialize(source)  # local or generated: nothing to download
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import EntryNotFoundError
+
+        target = Path(tempfile.mkdtemp(prefix="switchyard-config-"))
+        for name in ("config.json", "model.safetensors.index.json"):
+            try:
+                hf_hub_download(
+                    parsed.repo_id or "", name, revision=parsed.revision, local_dir=target
+                )
+            except EntryNotFoundError:
+                if name == "config.json":
+                    raise
+        return target
 
     def inventory(self, settings: ManagerSettings) -> Any:
         import shutil
