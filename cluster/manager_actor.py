@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from cluster.fleet_manager import MANAGER_ACTOR_NAME, ClusterView, FleetManager, ManagerSettings
 from cluster.journal import Journal
 from cluster.model_deployer import ModelDeployer
 from cluster.model_materializer import staged_model_path
+from cluster.ray_runtime import LOCAL_HEAD_MARKER
 from cluster.registry import SWITCHYARD_NAMESPACE, registry_actor
 
 
@@ -24,7 +27,7 @@ class ManagerService:
         self._manager = FleetManager(
             settings,
             registry,
-            ModelDeployer(registry, materialize),
+            ModelDeployer(registry, materialize, logs_dir=_ray_logs_dir(settings.state_dir)),
             Journal(settings.state_dir / "manager"),
             ClusterView(registry, materialize),
         )
@@ -59,6 +62,17 @@ class ManagerService:
 
     def fleet(self) -> dict[str, Any]:
         return self._manager.fleet()
+
+
+def _ray_logs_dir(state_dir: Path) -> Path | None:
+    """This head's Ray log directory: recorded by `up` for a local head, else Ray's latest."""
+    marker = state_dir / LOCAL_HEAD_MARKER
+    if marker.exists():
+        session = json.loads(marker.read_text()).get("session_dir")
+        if session:
+            return Path(session) / "logs"
+    latest = Path("/tmp/ray/session_latest/logs")
+    return latest if latest.is_dir() else None
 
 
 def manager_actor(settings: ManagerSettings | None = None) -> Any:

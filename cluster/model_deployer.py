@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cluster.engine_error import summarize_failure
 from serve_apps.deployment_config import ModelDeploymentConfig
 from serve_apps.model_state import ModelState
 from serve_apps.routing_table import ModelRoute
@@ -40,10 +41,19 @@ class DeployResult:
 
 
 class ModelDeployer:
-    def __init__(self, registry: Any, materialize: Materialize, *, poll_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        registry: Any,
+        materialize: Materialize,
+        *,
+        poll_s: float = 1.0,
+        logs_dir: Path | None = None,
+    ) -> None:
         self._registry = registry
         self._materialize = materialize
         self._poll_s = poll_s
+        # Where Ray writes this node's worker logs: the engine's root cause is found there.
+        self._logs_dir = logs_dir
 
     def route(self, config: ModelDeploymentConfig, state: ModelState) -> ModelRoute:
         return ModelRoute(
@@ -79,7 +89,7 @@ class ModelDeployer:
             )
             self._wait_running(config.app_name, timeout_s)
         except Exception as exc:
-            message = _one_line(exc)
+            message = summarize_failure(str(exc) or type(exc).__name__, self._logs_dir)
             log.error("deploying %s failed: %s", config.name, message)
             ray.get(self._registry.set_state.remote(config.name, ModelState.FAILED, message))
             self.delete_app(config.app_name)
@@ -147,8 +157,3 @@ class ModelDeployer:
 def _deployment_errors(app: Any) -> str:
     messages = [d.message for d in app.deployments.values() if getattr(d, "message", "")]
     return " | ".join(messages)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return " ".join(text.split())[:2000]

@@ -49,6 +49,10 @@ def run_operation(address: str, request: dict[str, Any], *, as_json: bool = Fals
         raise UserInputError(
             f"no Switchyard manager runs on {address}; start `switchyard up`"
         ) from None
+    if not as_json:
+        # Which cluster and manager answered: several Ray clusters can share one machine.
+        gcs = ray.get_runtime_context().gcs_address
+        print(f"connected to Ray at {gcs} (manager {manager._actor_id.hex()[:12]})", flush=True)
     pending = manager.run.remote(request)
     seen = 0
     while True:
