@@ -69,6 +69,10 @@ class GatewayReplica:
 
     def __init__(self, settings_json: str) -> None:
         settings = GatewaySettings.model_validate_json(settings_json)
+        # vLLM's request models import vLLM itself (seconds); do it while the replica starts,
+        # not on the first request inside the event loop, where every early request waits.
+        import ray.serve.llm.openai_api_models  # noqa: F401
+
         registry = RegistryClient()
         self._gateway = Gateway(
             settings,

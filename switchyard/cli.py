@@ -28,6 +28,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "miniature",
     "stage",
     "cache",
+    "bench",
 )
 
 Handler = Callable[[argparse.Namespace], int]

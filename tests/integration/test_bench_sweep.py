@@ -1,0 +1,138 @@
+"""`switchyard bench` against a real stack (Ray + Serve + a vLLM CPU engine on the Llama
+miniature), through the CLI, finding the tokenizer from the stack itself.
+
+Only sanity is asserted (no errors, exact lengths, positive throughput, TTFT within E2E):
+performance numbers belong to benchmarks/, never to tests.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.running_stack import (
+    SWITCHYARD,
+    RunningStack,
+    free_port,
+    stack_env,
+    wait_until,
+)
+
+API_KEY = "test-key-bench"
+INPUT_LEN = 16
+OUTPUT_LEN = 8
+NUM_PROMPTS = 8
+LEVELS = (1, 4)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    running = RunningStack(
+        state_dir=tmp_path_factory.mktemp("bench-stack"),
+        port=free_port(),
+        ray_port=free_port(),
+        dashboard_port=free_port(),
+        api_key=API_KEY,
+    )
+    result = running.up("--model", "miniature:llama")
+    try:
+        assert result.returncode == 0, result.stdout + result.stderr
+        yield running
+    finally:
+        down = running.down()
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert wait_until(lambda: not running.processes(), 60), "Ray processes left behind"
+
+
+def _bench(stack: RunningStack, *flags: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [SWITCHYARD, "bench", "--url", stack.base_url, *flags],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=stack_env(stack.state_dir),
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def sweep(
+    stack: RunningStack, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any], Path]:
+    out = tmp_path_factory.mktemp("bench-out")
+    result = _bench(
+        stack,
+        "--model", "default",
+        "--api-key", API_KEY,
+        "--concurrency", ",".join(str(c) for c in LEVELS),
+        "--num-prompts", str(NUM_PROMPTS),
+        "--input-len", str(INPUT_LEN),
+        "--output-len", str(OUTPUT_LEN),
+        "--num-warmups", "1",
+        "--json", str(out / "sweep.json"),
+        "--plot", str(out / "sweep.png"),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    document: dict[str, Any] = json.loads((out / "sweep.json").read_text())
+    return result, document, out / "sweep.png"
+
+
+def test_the_sweep_reports_every_level_without_errors(sweep: Any) -> None:
+    result, document, _ = sweep
+    assert [level["concurrency"] for level in document["levels"]] == list(LEVELS)
+    for level in document["levels"]:
+        assert (level["completed"], level["failed"], level["errors"]) == (NUM_PROMPTS, 0, [])
+    assert "concurrency" in result.stdout
+    assert "api_key" not in document["config"]
+    assert API_KEY not in json.dumps(document)
+
+
+def test_every_request_has_the_exact_prompt_and_output_lengths(sweep: Any) -> None:
+    _, document, _ = sweep
+    for level in document["levels"]:
+        assert len(level["requests"]) == NUM_PROMPTS
+        for request in level["requests"]:
+            assert request["prompt_tokens"] == INPUT_LEN
+            assert request["output_tokens"] == OUTPUT_LEN
+        assert level["total_output_tokens"] == NUM_PROMPTS * OUTPUT_LEN
+
+
+def test_the_numbers_are_sane(sweep: Any) -> None:
+    _, document, _ = sweep
+    for level in document["levels"]:
+        assert level["output_tokens_per_s"] > 0
+        assert level["total_tokens_per_s"] > level["output_tokens_per_s"]
+        assert level["request_throughput_per_s"] > 0
+        for request in level["requests"]:
+            assert 0 < request["ttft_ms"] <= request["e2el_ms"]
+            assert request["tpot_ms"] > 0
+        for metric in ("ttft", "tpot", "itl", "e2el"):
+            summary = level[metric]
+            assert 0 <= summary["p50_ms"] <= summary["p90_ms"] <= summary["p99_ms"]
+        assert level["ttft"]["p50_ms"] <= level["e2el"]["p50_ms"]
+
+
+def test_the_tokenizer_came_from_the_stacks_miniature_source(sweep: Any) -> None:
+    result, document, _ = sweep
+    assert "miniature:llama" in result.stderr
+    assert Path(document["config"]["tokenizer"], "tokenizer.json").is_file()
+
+
+def test_the_plot_is_a_png(sweep: Any) -> None:
+    _, _, png = sweep
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_wrong_api_key_stops_at_the_warm_up_with_the_reason(stack: RunningStack) -> None:
+    result = _bench(
+        stack, "--model", "default", "--api-key", "wrong", "--concurrency", "1",
+        "--num-prompts", "1", "--input-len", "4", "--output-len", "2",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert "warm-up" in last and "HTTP 401" in last
