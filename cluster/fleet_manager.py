@@ -509,8 +509,13 @@ class FleetManager:
                 ),
             )
         else:
-            if new_app in running:
+            # NEW may still be deploying (not RUNNING): remove it whatever its status, so it
+            # neither holds accelerators nor shows up as a second model.
+            if new_app in self._cluster.existing_apps():
                 self._deployer.delete_app(new_app)
+            table = ray.get(self._registry.table.remote())
+            if new_name in table.models:
+                ray.get(self._registry.remove_model.remote(new_name, None))
             if old_config is not None and old_config.app_name not in running:
                 self._deployer.deploy(old_config, timeout_s=self._settings.deploy_timeout_s)
             elif old is not None:
@@ -651,6 +656,11 @@ class ClusterView:
             left = count if count is not None else left
             time.sleep(0.2)
         return left
+
+    def existing_apps(self) -> set[str]:
+        from ray import serve
+
+        return set(serve.status().applications)
 
     def running_apps(self) -> set[str]:
         from ray import serve
