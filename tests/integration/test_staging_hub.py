@@ -357,10 +357,16 @@ def test_a_hub_gone_during_staging_leaves_a_partial_entry_and_no_promise(tmp_pat
     with LocalHub() as hub:
         hub.add_repo(REPO, tiny_model_files())
         manifest = fetch_manifest(parse_model_source(REPO), endpoint=hub.url)
-        config = config_for(tmp_path, hub)
-    # The hub is shut down now; staging with the manifest admission already used fails cleanly.
-    with pytest.raises(HubUnreachableError):
-        stage(parse_model_source(REPO), config, manifest=manifest)
+    # The hub is gone now; staging with the manifest admission already used fails cleanly.
+    # The endpoint is a port we hold bound but never listen on, so connections are refused
+    # (the hub's old port could be reused by another process meanwhile).
+    with socket.socket() as dead:
+        dead.bind(("127.0.0.1", 0))
+        config = config_for(tmp_path, hub, hub_endpoint=f"http://127.0.0.1:{dead.getsockname()[1]}")
+        # huggingface_hub may swallow a refused connection and leave files missing, so the
+        # failure surfaces as unreachable or as failed verification; either way it is clean.
+        with pytest.raises((HubUnreachableError, IntegrityError)):
+            stage(parse_model_source(REPO), config, manifest=manifest)
     layout = CacheLayout(tmp_path)
     assert entry_state(layout, entry_name_for(manifest)) is EntryState.PARTIAL
     assert json.loads(layout.reservations_file.read_text()) == []
