@@ -236,7 +236,10 @@ class Gateway:
             while True:
                 resolution = self._routes.table.resolve(requested)
                 if isinstance(resolution, Forward):
-                    if self._health.running(resolution.route.app_name) == 0:
+                    # Only health seen after the last table change counts: a model that was
+                    # just (re)deployed and published READY has no stale "0 replicas" against it.
+                    fresh = self._health.updated_at > self._routes.changed_at
+                    if fresh and self._health.running(resolution.route.app_name) == 0:
                         raise self._unavailable(
                             f"The model '{resolution.route.name}' has no running replica "
                             "right now (it is being replaced); retry shortly."

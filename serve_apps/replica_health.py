@@ -22,6 +22,8 @@ class ReplicaHealthView:
         self._fetch = fetch
         self._period_s = period_s
         self._running: Mapping[str, int] = {}
+        self.updated_at = 0.0
+        """Event-loop time of the last successful refresh."""
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -41,6 +43,7 @@ class ReplicaHealthView:
         while True:
             try:
                 self._running = dict(await self._fetch())
+                self.updated_at = asyncio.get_running_loop().time()
             except asyncio.CancelledError:
                 raise
             except Exception:

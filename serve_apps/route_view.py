@@ -20,6 +20,8 @@ class RouteView:
         self._poll_timeout_s = poll_timeout_s
         self._table = RoutingTable(version=-1)
         self._changed = asyncio.Event()
+        self.changed_at = 0.0
+        """Event-loop time of the last table change."""
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -50,6 +52,7 @@ class RouteView:
             # `!=`, not `>`: a restarted registry starts counting again from 0.
             if table.version != self._table.version:
                 self._table = table
+                self.changed_at = asyncio.get_running_loop().time()
                 self._changed.set()
                 self._changed = asyncio.Event()
 
