@@ -160,7 +160,7 @@ async def serving(
     health = FakeHealth(dict(running or {}))
     backend = FakeBackend(script)
     routes = RouteView(registry.fetch)
-    replicas = ReplicaHealthView(health.fetch, period_s=0.01)
+    replicas = ReplicaHealthView(health.fetch, period_s=float(settings.get("health_poll_s", 0.01)))
     gateway = Gateway(
         GatewaySettings.model_validate({"retry_after_s": int(RETRY_AFTER), **settings}),
         routes,
@@ -381,6 +381,16 @@ async def test_a_model_with_no_running_replica_gets_503() -> None:
         response = await h.chat(CHAT)
     assert "has no running replica" in assert_unavailable(response)["message"]
     assert h.backend.calls == []
+
+
+async def test_health_older_than_the_last_routing_change_does_not_refuse_a_ready_model() -> None:
+    # A rolled-back model is redeployed under the same app name and published READY by the
+    # manager after its own warm-up; a "0 replicas" seen before that must not refuse it.
+    async with serving(running={"model-a": 0}, health_poll_s=60) as h:
+        assert (await h.chat(CHAT)).status_code == 503
+        h.registry.publish(table_of(route("a"), version=2))
+        await wait_until(lambda: h.routes.table.version == 2)
+        assert (await h.chat(CHAT)).status_code == 200
 
 
 async def test_a_model_with_running_replicas_or_unknown_health_is_forwarded() -> None:
