@@ -47,10 +47,6 @@ class ManagerSettings(BaseModel):
     warmup_timeout_s: float = Field(300.0, gt=0, le=3600)
 
 
-class Busy(Exception):
-    """Another operation is running; changes never interleave."""
-
-
 class _Op:
     """Bookkeeping of the running operation: journal entries, events and phase timings."""
 
@@ -369,7 +365,7 @@ class FleetManager:
 
         op.phase(SwapPhase.REMOVING_OLD, f"removing {old} and waiting for its accelerators")
         self._deployer.delete_app(old_config.app_name)
-        if not self._cluster.wait_freed(freed, self._settings.free_timeout_s):
+        if not self._cluster.wait_freed(old_config, freed, self._settings.free_timeout_s):
             op.note("the accelerators were not all seen free in time; deploying anyway")
 
         op.phase(SwapPhase.DEPLOYING_NEW, f"deploying {new.name} ({new.layout})")
@@ -541,6 +537,13 @@ class FleetManager:
         return message
 
 
+def _accelerator_resource(config: ModelDeploymentConfig) -> str:
+    """The Ray resource a model's layout slots take: `GPU`, or the CPU stand-in resource."""
+    if config.accelerator.kind == "gpu":
+        return "GPU"
+    return config.accelerator.standin_resource or "CPU"
+
+
 def _layout_from_text(text: str) -> dict[str, Any]:
     import re
 
@@ -606,11 +609,7 @@ class ClusterView:
         """Accelerators per node held by a model's placement groups (node ids cut to 12)."""
         from ray.util.placement_group import placement_group_table
 
-        key = (
-            "GPU"
-            if config.accelerator.kind == "gpu"
-            else (config.accelerator.standin_resource or "CPU")
-        )
+        key = _accelerator_resource(config)
         claimed: dict[str, int] = {}
         for group in placement_group_table().values():
             if group.get("state") != "CREATED" or config.app_name not in group.get("name", ""):
@@ -621,8 +620,11 @@ class ClusterView:
                     claimed[node[:12]] = claimed.get(node[:12], 0) + int(bundle[key])
         return claimed
 
-    def wait_freed(self, freed: Mapping[str, int], timeout_s: float) -> bool:
-        """Wait until the placement groups that held `freed` are gone."""
+    def wait_freed(
+        self, config: ModelDeploymentConfig, freed: Mapping[str, int], timeout_s: float
+    ) -> bool:
+        """Wait until the placement groups of `config` that held `freed` are gone."""
+        key = _accelerator_resource(config)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             from ray._private.state import available_resources_per_node
@@ -630,9 +632,7 @@ class ClusterView:
             available = available_resources_per_node()  # type: ignore[no-untyped-call]
             if all(
                 any(
-                    node_id.startswith(node)
-                    and max((v for k, v in res.items() if k in ("GPU", "accel_slot")), default=0)
-                    >= count
+                    node_id.startswith(node) and res.get(key, 0) >= count
                     for node_id, res in available.items()
                 )
                 for node, count in freed.items()
