@@ -206,22 +206,14 @@ def _parse_llama_like(cfg: Mapping[str, Any], arch: str) -> ModelSpec:
     (layers >= max_window_layers slide) or an explicit `layer_types`.
     vLLM: llama.py / qwen2.py / qwen3.py, QKVParallelLinear + MergedColumnParallelLinear.
     """
-    hidden = _pos_int(cfg, "hidden_size")
-    heads = _pos_int(cfg, "num_attention_heads")
     layers = _pos_int(cfg, "num_hidden_layers")
-    head_dim_default = 128 if arch == "Qwen3ForCausalLM" else hidden // heads
-    head_dim = _pos_int(cfg, "head_dim", head_dim_default)
-    kv_heads = _pos_int(cfg, "num_key_value_heads", heads)
     window, sliding = _sliding_layers(cfg, layers)
-    attention = AttentionSpec(
-        kind=_gqa_kind(heads, kv_heads),
-        num_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=head_dim,
-        v_head_dim=head_dim,
-        sliding_window=window,
-        sliding_layers=sliding,
+    attention = _gqa_attention(
+        cfg,
+        head_dim_default=128 if arch == "Qwen3ForCausalLM" else None,
         bias=arch == "Qwen2ForCausalLM" or bool(cfg.get("attention_bias", False)),
+        window=window,
+        sliding=sliding,
     )
     return _spec(
         cfg,
@@ -244,26 +236,15 @@ def _parse_qwen3_moe(cfg: Mapping[str, Any], arch: str) -> ModelSpec:
     and (i + 1) % decoder_sparse_step == 0 (modeling_qwen3_moe.py). No shared expert.
     vLLM qwen3_moe.py: Qwen3MoeSparseMoeBlock -> FusedMoE.
     """
-    hidden = _pos_int(cfg, "hidden_size")
-    heads = _pos_int(cfg, "num_attention_heads")
     layers = _pos_int(cfg, "num_hidden_layers")
-    kv_heads = _pos_int(cfg, "num_key_value_heads", heads)
-    head_dim = _pos_int(cfg, "head_dim", hidden // heads)
     step = _pos_int(cfg, "decoder_sparse_step", 1)
     mlp_only = cfg.get("mlp_only_layers") or []
     if not isinstance(mlp_only, list) or not all(isinstance(i, int) for i in mlp_only):
         raise InvalidConfig("mlp_only_layers must be a list of layer indices")
     n_moe = sum(1 for i in range(layers) if i not in mlp_only and (i + 1) % step == 0)
     window, sliding = _sliding_layers(cfg, layers)
-    attention = AttentionSpec(
-        kind=_gqa_kind(heads, kv_heads),
-        num_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=head_dim,
-        v_head_dim=head_dim,
-        sliding_window=window,
-        sliding_layers=sliding,
-        bias=bool(cfg.get("attention_bias", False)),
+    attention = _gqa_attention(
+        cfg, bias=bool(cfg.get("attention_bias", False)), window=window, sliding=sliding
     )
     moe = MoeSpec(
         num_experts=_pos_int(cfg, "num_experts"),
@@ -295,11 +276,7 @@ def _parse_minimax_m2(cfg: Mapping[str, Any], arch: str) -> ModelSpec:
     vLLM minimax_m2.py: MiniMaxM2Attention splits heads and KV heads like Llama (KV heads
     replicated when TP > kv heads); MiniMaxM2MoE -> FusedMoE over `intermediate_size`.
     """
-    hidden = _pos_int(cfg, "hidden_size")
-    heads = _pos_int(cfg, "num_attention_heads")
     layers = _pos_int(cfg, "num_hidden_layers")
-    kv_heads = _pos_int(cfg, "num_key_value_heads", heads)
-    head_dim = _pos_int(cfg, "head_dim", hidden // heads)
     attn_types = cfg.get("attn_type_list")
     if isinstance(attn_types, list) and any(t != 1 for t in attn_types):
         raise UnsupportedModel(
@@ -314,13 +291,7 @@ def _parse_minimax_m2(cfg: Mapping[str, Any], arch: str) -> ModelSpec:
         shared_intermediate_size=shared,
         num_moe_layers=layers,
     )
-    attention = AttentionSpec(
-        kind=_gqa_kind(heads, kv_heads),
-        num_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=head_dim,
-        v_head_dim=head_dim,
-    )
+    attention = _gqa_attention(cfg)
     mtp = _nonneg_int(cfg, "num_mtp_modules", 0) if cfg.get("use_mtp", False) else 0
     return _spec(
         cfg,
@@ -420,11 +391,7 @@ def _parse_glm4_moe(cfg: Mapping[str, Any], arch: str) -> ModelSpec:
     `moe_intermediate_size`, `first_k_dense_replace`, `num_nextn_predict_layers`.
     vLLM glm4_moe.py: Glm4MoeAttention as Llama; Glm4MoE shared experts split by TP.
     """
-    hidden = _pos_int(cfg, "hidden_size")
-    heads = _pos_int(cfg, "num_attention_heads")
     layers = _pos_int(cfg, "num_hidden_layers")
-    kv_heads = _pos_int(cfg, "num_key_value_heads", heads)
-    head_dim = _pos_int(cfg, "head_dim", hidden // heads)
     first_dense = _nonneg_int(cfg, "first_k_dense_replace", 1)
     n_moe = max(0, layers - first_dense)
     expert_inter = _pos_int(cfg, "moe_intermediate_size")
@@ -435,14 +402,7 @@ def _parse_glm4_moe(cfg: Mapping[str, Any], arch: str) -> ModelSpec:
         shared_intermediate_size=_nonneg_int(cfg, "n_shared_experts", 0) * expert_inter,
         num_moe_layers=n_moe,
     )
-    attention = AttentionSpec(
-        kind=_gqa_kind(heads, kv_heads),
-        num_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=head_dim,
-        v_head_dim=head_dim,
-        bias=bool(cfg.get("attention_bias", False)),
-    )
+    attention = _gqa_attention(cfg, bias=bool(cfg.get("attention_bias", False)))
     return _spec(
         cfg,
         arch,
@@ -464,11 +424,7 @@ def _parse_gpt_oss(cfg: Mapping[str, Any], arch: str) -> ModelSpec:
     slide). vLLM gpt_oss.py: every layer is MoE; MXFP4 pads the expert intermediate size
     itself, so there is no block alignment rule.
     """
-    hidden = _pos_int(cfg, "hidden_size")
-    heads = _pos_int(cfg, "num_attention_heads")
     layers = _pos_int(cfg, "num_hidden_layers")
-    kv_heads = _pos_int(cfg, "num_key_value_heads", heads)
-    head_dim = _pos_int(cfg, "head_dim", hidden // heads)
     window = _pos_int(cfg, "sliding_window", 128)
     layer_types = cfg.get("layer_types")
     if isinstance(layer_types, list) and len(layer_types) == layers:
@@ -482,16 +438,7 @@ def _parse_gpt_oss(cfg: Mapping[str, Any], arch: str) -> ModelSpec:
         shared_intermediate_size=0,
         num_moe_layers=layers,
     )
-    attention = AttentionSpec(
-        kind=_gqa_kind(heads, kv_heads),
-        num_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=head_dim,
-        v_head_dim=head_dim,
-        sliding_window=window,
-        sliding_layers=sliding,
-        bias=True,
-    )
+    attention = _gqa_attention(cfg, bias=True, window=window, sliding=sliding)
     return _spec(
         cfg,
         arch,
@@ -502,6 +449,35 @@ def _parse_gpt_oss(cfg: Mapping[str, Any], arch: str) -> ModelSpec:
         num_dense_layers=0,
         mtp_layers=0,
         names=_GPT_OSS_NAMES,
+    )
+
+
+def _gqa_attention(
+    cfg: Mapping[str, Any],
+    *,
+    head_dim_default: int | None = None,
+    bias: bool = False,
+    window: int | None = None,
+    sliding: tuple[int, ...] = (),
+) -> AttentionSpec:
+    """Llama-style attention (MHA/GQA/MQA): every GQA family reads the same four fields.
+
+    transformers defaults `num_key_value_heads` to the head count and `head_dim` to
+    hidden_size // heads unless the family says otherwise (Qwen3: 128).
+    """
+    heads = _pos_int(cfg, "num_attention_heads")
+    kv_heads = _pos_int(cfg, "num_key_value_heads", heads)
+    default = head_dim_default or _pos_int(cfg, "hidden_size") // heads
+    head_dim = _pos_int(cfg, "head_dim", default)
+    return AttentionSpec(
+        kind=_gqa_kind(heads, kv_heads),
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        v_head_dim=head_dim,
+        sliding_window=window,
+        sliding_layers=sliding,
+        bias=bias,
     )
 
 
