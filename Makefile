@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.switchyard-setup
 HAS_GPU := $(shell nvidia-smi -L 2>/dev/null | grep -q GPU && echo 1)
 EXTRAS  := $(if $(HAS_GPU),gpu,cpu),dev
 
-.PHONY: setup run test lint typecheck unit integration e2e clean
+.PHONY: setup run test lint typecheck unit integration e2e faults soak clean
 
 setup: $(STAMP)
 
@@ -54,6 +54,13 @@ integration: setup
 
 e2e: setup
 	$(BIN)/python -m pytest tests/e2e
+
+faults: setup
+	$(BIN)/python -m pytest tests/faults
+
+# The long soak (10 minutes at concurrency 16 with a swap in the middle); CI runs a short one.
+soak: setup
+	$(BIN)/python benchmarks/soak.py --duration-s 600
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-_TIERS = ("unit", "integration", "e2e", "gpu")
+_TIERS = ("unit", "integration", "e2e", "faults", "gpu")
 
 
 def _has_nvidia_gpu() -> bool:
