@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from cluster.ray_auth import apply_token_auth_default
+from cluster.serve_tuning import with_serve_tuning
 
 LOCAL_HEAD_MARKER = "local_head.json"
 
@@ -95,7 +96,7 @@ def start_local_head(config: LocalHeadConfig, state_dir: Path) -> RayConnection:
     ]
     # Jobs (`ray job submit -- switchyard ...`) inherit the head's environment: put this
     # installation's scripts first on PATH so `switchyard` resolves to the same install.
-    env = dict(os.environ)
+    env = with_serve_tuning(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     result = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     if result.returncode != 0:

@@ -1,0 +1,21 @@
+"""Switchyard's Ray Serve settings: what a started head gets, and the operator's word wins."""
+
+from __future__ import annotations
+
+from cluster.serve_tuning import SERVE_TUNING_ENV, with_serve_tuning
+
+
+def test_a_started_head_gets_grpc_streaming_and_keeps_one_proxy_port() -> None:
+    env = with_serve_tuning({"PATH": "/bin"})
+    assert env["RAY_SERVE_USE_GRPC_BY_DEFAULT"] == "1"
+    assert env["RAY_SERVE_ENABLE_DIRECT_INGRESS"] == "0"
+    assert env["PATH"] == "/bin"
+
+
+def test_the_router_keeps_its_own_loop_for_the_threaded_manager() -> None:
+    assert SERVE_TUNING_ENV["RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP"] == "1"
+
+
+def test_a_value_the_operator_set_is_kept() -> None:
+    env = with_serve_tuning({"RAY_SERVE_USE_GRPC_BY_DEFAULT": "0"})
+    assert env["RAY_SERVE_USE_GRPC_BY_DEFAULT"] == "0"
