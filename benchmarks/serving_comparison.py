@@ -225,7 +225,10 @@ def run_ray_serve_llm(run: Run) -> dict[str, Any]:
 
     state = run.workdir / "ray-serve-llm"
     port = free_port()
-    head = LocalHeadConfig(port=free_port(), dashboard_port=free_port(), standin_slots=0)
+    # Ray's own defaults: the baseline is Ray Serve LLM as its users get it.
+    head = LocalHeadConfig(
+        port=free_port(), dashboard_port=free_port(), standin_slots=0, serve_tuning=False
+    )
     launched = time.perf_counter()
     connection = start_local_head(head, state)
     try:

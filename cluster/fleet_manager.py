@@ -17,8 +17,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cluster.fleet_metrics import DiscardFleetMetrics, FleetMetrics, SwapSubject
 from cluster.journal import Journal
 from cluster.model_deployer import DeployFailed, ModelDeployer
+from cluster.node_probe.overrides import InventoryConfig
 from cluster.operation import (
     OperationEvent,
     OperationKind,
@@ -45,6 +47,11 @@ class ManagerSettings(BaseModel):
     deploy_timeout_s: float = Field(900.0, gt=0, le=24 * 3600)
     free_timeout_s: float = Field(180.0, gt=0, le=3600)
     warmup_timeout_s: float = Field(300.0, gt=0, le=3600)
+    health_period_s: float = Field(
+        5.0, gt=0, le=3600, description="how often running replicas are checked (degraded)"
+    )
+    inventory: InventoryConfig = InventoryConfig()
+    """Probe settings and the operator's overrides of probed node values."""
 
 
 class _Op:
@@ -59,6 +66,13 @@ class _Op:
         self._manager = manager
         self._phase: str | None = None
         self._phase_started = time.monotonic()
+        self._started = self._phase_started
+        # Swap metrics are labelled with both models; a dry run swaps nothing.
+        self._swap = (
+            SwapSubject(str(details["old"]), str(details["new"]))
+            if kind is OperationKind.SWAP and not details.get("dry_run")
+            else None
+        )
         manager._journal.append(
             {
                 "op_id": self.id,
@@ -77,6 +91,7 @@ class _Op:
         self._manager._journal.append(
             {"op_id": self.id, "event": "phase", "phase": self._phase, "at": now()}
         )
+        self._manager._metrics.phase_started(self.kind.value, self._phase, self._swap)
         self.note(message)
 
     def note(self, message: str) -> None:
@@ -88,6 +103,7 @@ class _Op:
         if self._phase is not None:
             seconds = time.monotonic() - self._phase_started
             self.phase_seconds[self._phase] = self.phase_seconds.get(self._phase, 0.0) + seconds
+            self._manager._metrics.phase_finished(self.kind.value, self._phase, seconds, self._swap)
             self.events.append(
                 OperationEvent(
                     at=now(),
@@ -101,6 +117,9 @@ class _Op:
         self._close_phase()
         self._phase = None
         self.note(message)
+        self._manager._metrics.operation_finished(
+            self.kind.value, outcome.value, time.monotonic() - self._started, self._swap
+        )
         self._manager._journal.append(
             {
                 "op_id": self.id,
@@ -130,8 +149,10 @@ class FleetManager:
         deployer: ModelDeployer,
         journal: Journal,
         cluster: ClusterView,
+        metrics: FleetMetrics | None = None,
     ) -> None:
         self._settings = settings
+        self._metrics: FleetMetrics = metrics or DiscardFleetMetrics()
         self._registry = registry
         self._deployer = deployer
         self._journal = journal
@@ -165,13 +186,19 @@ class FleetManager:
     def wait_ready(self, timeout_s: float) -> bool:
         return self._ready.wait(timeout_s)
 
+    def inventory(self) -> dict[str, Any]:
+        """Every node's probed and overridden hardware, as admission sees it now."""
+        report: dict[str, Any] = self._cluster.probe(self._settings).to_json()
+        return report
+
     # ------------------------------------------------------------------ entry point
     def run(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """Perform one operation; the JSON result says done / rejected / rolled back."""
         kind = OperationKind(request["kind"])
         if not self._ready.wait(600):
             return self._refusal(kind, "the manager is still reconciling after a restart")
-        if not self._lock.acquire(blocking=False):
+        # A short wait: the health watch holds the lock for a moment now and then.
+        if not self._lock.acquire(timeout=2.0):
             running = self._current
             what = f"{running.kind.value} {running.details}" if running else "an operation"
             return self._refusal(
@@ -196,6 +223,7 @@ class FleetManager:
             self._lock.release()
 
     def _refusal(self, kind: OperationKind, message: str) -> dict[str, Any]:
+        self._metrics.operation_finished(kind.value, Outcome.REJECTED.value, 0.0, None)
         return OperationResult("-", kind, Outcome.REJECTED, message).to_json()
 
     def _begin(self, kind: OperationKind, details: dict[str, Any]) -> _Op:
@@ -230,6 +258,7 @@ class FleetManager:
 
         problems = self._name_problems(config)
         if problems:
+            self._metrics.admission(False, ["name_conflict"])
             return None, problems
         try:
             if dry_run:
@@ -241,13 +270,29 @@ class FleetManager:
                 op.note(f"staging {config.source}")
                 model_dir = self._cluster.materialize(config.source)
         except Exception as exc:
+            self._metrics.admission(False, ["staging_failed"])
             return None, [f"staging {config.source} failed: {exc}"]
-        inventory = self._cluster.inventory(self._settings)
+        probed = self._cluster.probe(self._settings)
+        for problem in probed.problems:
+            op.note(f"inventory: {problem}")
+        try:
+            inventory = self._cluster.inventory(self._settings, probed)
+        except ValueError as exc:  # no node with the fleet's accelerator kind
+            return model_dir, [f"inventory: {exc}"]
+        if dry_run:
+            disk_problems = self._dry_run_disk(op, config, probed)
+            if disk_problems:
+                return model_dir, disk_problems
         try:
             decision = decide(model_dir, config, inventory, freed=freed)
         except ValueError as exc:  # unsupported architecture, invalid config
+            self._metrics.admission(False, ["unsupported_model"])
             return model_dir, [str(exc)]
         candidate = decision.candidates[0] if decision.candidates else None
+        codes = [r.code for r in decision.reasons]
+        if not codes and candidate is not None and not decision.admitted:
+            codes = [r.code for r in candidate.reasons]
+        self._metrics.admission(decision.admitted, [] if decision.admitted else codes)
         op.details["admission"] = {
             "admitted": decision.admitted,
             "reasons": [str(r) for r in decision.reasons],
@@ -263,6 +308,27 @@ class FleetManager:
             return model_dir, reasons or ["the admission policy found no usable layout"]
         op.note(f"admitted {config.name} as {config.layout} ({len(inventory.nodes)} nodes)")
         return model_dir, []
+
+    def _dry_run_disk(self, op: _Op, config: ModelDeploymentConfig, probed: Any) -> list[str]:
+        """Report the weights' real size and each node's disk verdict; the problems (nodes
+        where staging would refuse) make the dry run a rejection, as the real run would be."""
+        from cluster.model_materializer import manager_staging_config
+        from cluster.weight_disk_report import weights_disk_report
+
+        try:
+            report = weights_disk_report(
+                config.source, probed.facts, manager_staging_config(self._settings.state_dir)
+            )
+        except Exception as exc:
+            return [f"cannot size {config.source}: {exc}"]
+        op.details["weights"] = report.to_json()
+        op.note(
+            f"weights of {config.source}: {report.weight_bytes / 2**30:.2f} GiB in "
+            f"{report.files} files ({report.total_bytes / 2**30:.2f} GiB in all)"
+        )
+        for verdict in report.verdicts:
+            op.note(f"disk: {verdict.describe()}")
+        return [f"disk_insufficient: {v.describe()}" for v in report.verdicts if not v.fits]
 
     def _name_problems(self, config: ModelDeploymentConfig) -> list[str]:
         problems = []
@@ -339,6 +405,9 @@ class FleetManager:
                 "source": new.source,
                 "layout": str(new.layout),
                 "dry_run": dry_run,
+                # All of NEW's config, journaled: a restart that completes the swap records
+                # NEW as it was requested (engine settings included), not a copy of OLD.
+                "new_config": new.model_dump(mode="json"),
             },
         )
         op.phase(SwapPhase.PREFLIGHT, f"admission for {new.name}, counting what {old} frees")
@@ -420,6 +489,32 @@ class FleetManager:
     def _warm_up(self, config: ModelDeploymentConfig) -> None:
         self._cluster.warm_up(config, self._settings.warmup_timeout_s)
 
+    # ------------------------------------------------------------------ health
+    def check_health(self) -> list[dict[str, str]]:
+        """One pass of the health watch: a served model with no running replica (engine or
+        node lost) becomes DEGRADED, and READY again once Serve has re-placed it. Journaled
+        and published (the gateway answers 503 + Retry-After, `status` shows the reason).
+        Skipped while an operation runs: it owns the states of the models it touches."""
+        import ray
+
+        from cluster.model_health import health_changes
+
+        if not self._ready.is_set() or not self._lock.acquire(blocking=False):
+            return []
+        try:
+            table = ray.get(self._registry.table.remote())
+            published = {n: table.models[n].state for n in self._models if n in table.models}
+            app_of = {n: self._config_of(n).app_name for n in self._models}
+            changes = health_changes(published, app_of, self._cluster.running_replicas())
+            for change in changes:
+                error = change.reason if change.state is ModelState.DEGRADED else None
+                ray.get(self._registry.set_state.remote(change.name, change.state, error))
+                self._journal.append({"event": "health", **change.to_json(), "at": now()})
+                log.warning("%s is %s: %s", change.name, change.state.value, change.reason)
+            return [c.to_json() for c in changes]
+        finally:
+            self._lock.release()
+
     # ------------------------------------------------------------------ restart
     def reconcile(self) -> str:
         """Make Serve, the registry and the snapshot agree after a (re)start."""
@@ -479,16 +574,28 @@ class FleetManager:
         ):
             # NEW is up: finish forward. Its config is recorded once deployed.
             moving = sorted(a for a, m in self._aliases.items() if m == old)
-            new_config = ModelDeploymentConfig.model_validate(
-                {
-                    **(old_config.model_dump(mode="json") if old_config else {}),
-                    "name": new_name,
-                    "source": details.get("source"),
-                    "aliases": moving,
-                    "layout": _layout_from_text(details.get("layout", "")),
-                }
-            )
-            for alias in moving:
+            if new_name in self._models:
+                # Killed after the switch recorded NEW (aliases already moved): keep it.
+                recorded = self._config_of(new_name)
+                new_config = recorded.model_copy(
+                    update={"aliases": tuple(dict.fromkeys((*recorded.aliases, *moving)))}
+                )
+            elif "new_config" in details:
+                requested = details["new_config"]
+                new_config = ModelDeploymentConfig.model_validate(
+                    {**requested, "aliases": list(dict.fromkeys([*requested["aliases"], *moving]))}
+                )
+            else:  # a journal written before NEW's config was journaled
+                new_config = ModelDeploymentConfig.model_validate(
+                    {
+                        **(old_config.model_dump(mode="json") if old_config else {}),
+                        "name": new_name,
+                        "source": details.get("source"),
+                        "aliases": moving,
+                        "layout": _layout_from_text(details.get("layout", "")),
+                    }
+                )
+            for alias in new_config.aliases:
                 ray.get(self._registry.set_alias.remote(alias, new_name))
             ray.get(self._registry.set_state.remote(new_name, ModelState.READY))
             if old is not None:
@@ -586,24 +693,24 @@ class ClusterView:
                     raise
         return target
 
-    def inventory(self, settings: ManagerSettings) -> Any:
-        import shutil
+    def probe(self, settings: ManagerSettings) -> Any:
+        """Probe every node (one Ray task each) and apply the operator's overrides."""
+        from cluster.model_materializer import manager_staging_config
+        from cluster.node_probe.ray_probe import probe_cluster
 
-        import ray
-        from ray._private.state import available_resources_per_node
-
-        from cluster.admission_gate import inventory_from_resources
-
-        totals = {n["NodeID"]: n["Resources"] for n in ray.nodes() if n["Alive"]}  # type: ignore[no-untyped-call]
-        available = available_resources_per_node()  # type: ignore[no-untyped-call]
-        disk = shutil.disk_usage(settings.state_dir).free
-        return inventory_from_resources(
-            totals,
-            available,
-            settings.accelerator,
+        return probe_cluster(
+            manager_staging_config(settings.state_dir).cache_dir,
+            settings.inventory,
+            standin_resource=settings.accelerator.standin_resource,
             standin_memory_gib=settings.standin_memory_gib,
-            disk_free_bytes=disk,
         )
+
+    def inventory(self, settings: ManagerSettings, probed: Any = None) -> Any:
+        """The policy's inventory from probed (and overridden) node facts."""
+        from cluster.node_probe.policy_inventory import policy_inventory
+
+        probed = probed if probed is not None else self.probe(settings)
+        return policy_inventory(probed.facts, probed.available, settings.accelerator)
 
     def claimed_by(self, config: ModelDeploymentConfig) -> dict[str, int]:
         """Accelerators per node held by a model's placement groups (node ids cut to 12)."""
@@ -661,6 +768,18 @@ class ClusterView:
         from ray import serve
 
         return set(serve.status().applications)
+
+    def running_replicas(self) -> dict[str, int]:
+        """Serve application -> replicas RUNNING now."""
+        from ray import serve
+        from ray.serve._private.common import ReplicaState
+
+        return {
+            name: sum(
+                d.replica_states.get(ReplicaState.RUNNING, 0) for d in app.deployments.values()
+            )
+            for name, app in serve.status().applications.items()
+        }
 
     def running_apps(self) -> set[str]:
         from ray import serve

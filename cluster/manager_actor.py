@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from cluster.fleet_manager import MANAGER_ACTOR_NAME, ClusterView, FleetManager, ManagerSettings
+from cluster.fleet_metrics import RayFleetMetrics
+from cluster.fleet_sampler import FleetSampler
 from cluster.journal import Journal
 from cluster.model_deployer import ModelDeployer
 from cluster.model_materializer import staged_model_path
 from cluster.ray_runtime import LOCAL_HEAD_MARKER
 from cluster.registry import SWITCHYARD_NAMESPACE, registry_actor
+
+log = logging.getLogger(__name__)
 
 
 class ManagerService:
@@ -23,6 +29,8 @@ class ManagerService:
         settings = ManagerSettings.model_validate_json(settings_json)
         self._settings = settings
         registry = registry_actor()
+        # Created here, inside the actor: Ray metrics belong to the process that records them.
+        metrics = RayFleetMetrics()
         materialize = staged_model_path(settings.state_dir)
         self._manager = FleetManager(
             settings,
@@ -30,10 +38,27 @@ class ManagerService:
             ModelDeployer(registry, materialize, logs_dir=_ray_logs_dir(settings.state_dir)),
             Journal(settings.state_dir / "manager"),
             ClusterView(registry, materialize),
+            metrics=metrics,
         )
+        # Gauges (states, aliases, accelerators, disk) are sampled, and re-sent, on a period.
+        FleetSampler(
+            metrics, registry, settings.accelerator, settings.state_dir / "cache", period_s=5.0
+        ).start()
         # Reconcile in the background: a restart may need to redeploy a model (minutes),
         # and the actor must answer `current`/`fleet` meanwhile.
         threading.Thread(target=self._manager.reconcile, daemon=True).start()
+        threading.Thread(target=self._watch_health, daemon=True).start()
+
+    def _watch_health(self) -> None:
+        """Mark models DEGRADED / READY from their running replicas, for the actor's life."""
+        period = self._settings.health_period_s
+        while True:
+            if self._manager.wait_ready(period):
+                try:
+                    self._manager.check_health()
+                except Exception:
+                    log.exception("health check failed; retrying in %.0f s", period)
+            time.sleep(period)
 
     def ping(self) -> bool:
         return self._manager.wait_ready(0)
@@ -62,6 +87,9 @@ class ManagerService:
 
     def fleet(self) -> dict[str, Any]:
         return self._manager.fleet()
+
+    def inventory(self) -> dict[str, Any]:
+        return self._manager.inventory()
 
 
 def _ray_logs_dir(state_dir: Path) -> Path | None:

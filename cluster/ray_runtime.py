@@ -48,6 +48,11 @@ class LocalHeadConfig(BaseModel):
         description="job agent HTTP port; None picks a free one (Ray's default 52365 clashes "
         "when two Ray clusters share a machine, and then `ray job submit` finds no agent)",
     )
+    serve_tuning: bool = Field(
+        True,
+        description="start Ray with Switchyard's Ray Serve settings (cluster/serve_tuning.py); "
+        "False keeps Ray's defaults (the benchmarks' baseline for Ray Serve LLM)",
+    )
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,7 @@ def start_local_head(config: LocalHeadConfig, state_dir: Path) -> RayConnection:
     ]
     # Jobs (`ray job submit -- switchyard ...`) inherit the head's environment: put this
     # installation's scripts first on PATH so `switchyard` resolves to the same install.
-    env = with_serve_tuning(os.environ)
+    env = with_serve_tuning(os.environ) if config.serve_tuning else dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     result = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     if result.returncode != 0:

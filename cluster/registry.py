@@ -109,5 +109,9 @@ def registry_actor(*, create: bool = True) -> Any:
             lifetime="detached",
             get_if_exists=True,
             max_concurrency=1000,
+            # The table lives in memory: on a worker node it would be lost with that node
+            # (a restarted registry starts empty and every model would 404). Same node as
+            # the manager, which republishes it after its own restart.
+            resources={"node:__internal_head__": 0.001},
         ).remote()
     return ray.get_actor(REGISTRY_ACTOR_NAME, namespace=SWITCHYARD_NAMESPACE)

@@ -11,9 +11,11 @@ ray/serve/_private/constants.py) minus two that do not fit Switchyard:
   deployment handles (warm-up requests) from threads without an asyncio loop, which Serve
   refuses when the router shares the caller's loop.
 
-Measured side by side (benchmarks/serving_comparison.py, MiniMax miniature, concurrency 32,
-2 cores): 427 -> 699 output tok/s and TTFT p50 876 -> 570 ms; most of it is gRPC instead of
-Ray actor calls for every streamed chunk (gateway -> engine, proxy -> gateway).
+What it is worth here is not settled: an A/B of Switchyard alone at concurrency 32
+(benchmarks/serving_comparison.py --systems switchyard, 96 requests, 2 shared cores) gave
+427 -> 699 output tok/s, but the load on the machine differed between the two halves, and
+the full comparison in BENCHMARKS.md shows a smaller gap to Ray Serve LLM. It is kept because
+it is Ray's own recommendation for streaming throughput and the whole suite runs with it.
 A value the operator already set in the environment wins.
 """
 

@@ -20,12 +20,22 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from serve_apps.api_keys import ApiKeyCheck
+from serve_apps.gateway_metrics import (
+    DiscardGatewayMetrics,
+    GatewayMetrics,
+    HoldOutcome,
+    RequestOutcome,
+    outcome_of_status,
+)
 from serve_apps.gateway_settings import GatewaySettings
+from serve_apps.json_body import parse_json_object
 from serve_apps.model_backend import Method, ModelBackend
 from serve_apps.openai_errors import GatewayError
 from serve_apps.replica_health import ReplicaHealthView
+from serve_apps.request_timing import RequestTiming
 from serve_apps.route_view import RouteView
 from serve_apps.routing_table import Forward, Hold, ModelRoute, Refuse
+from serve_apps.stream_usage import request_usage, scan_events
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +66,13 @@ class _GuardMiddleware:
     Pure ASGI (not BaseHTTPMiddleware) so streamed responses pass through untouched.
     """
 
-    def __init__(self, app: ASGIApp, *, keys: ApiKeyCheck, max_body_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, *, keys: ApiKeyCheck, max_body_bytes: int, metrics: GatewayMetrics
+    ) -> None:
         self._app = app
         self._keys = keys
         self._max_body_bytes = max_body_bytes
+        self._metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("path") in _OPEN_PATHS:
@@ -74,13 +87,18 @@ class _GuardMiddleware:
             )
             response = _json_error(error)
             response.headers["WWW-Authenticate"] = "Bearer"
+            self._refused(error.status)
             await response(scope, receive, send)
             return
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self._max_body_bytes:
+            self._refused(413)
             await _json_error(self._too_large())(scope, receive, send)
             return
         await self._app(scope, receive, send)
+
+    def _refused(self, status: int) -> None:
+        self._metrics.request_finished(RequestTiming().record(RequestOutcome.CLIENT_ERROR, status))
 
     def _too_large(self) -> GatewayError:
         return GatewayError(
@@ -99,8 +117,11 @@ class Gateway:
         backend: ModelBackend,
         parse_request: ParseRequest,
         report_in_flight: ReportInFlight | None = None,
+        metrics: GatewayMetrics | None = None,
     ) -> None:
         self._settings = settings
+        self._metrics: GatewayMetrics = metrics or DiscardGatewayMetrics()
+        self._held_by_alias: Counter[str] = Counter()
         self._report_in_flight = report_in_flight
         self._replica_id = uuid.uuid4().hex[:12]
         self._report_task: asyncio.Task[None] | None = None
@@ -117,7 +138,7 @@ class Gateway:
     def start(self) -> None:
         self._routes.start()
         self._health.start()
-        if self._report_in_flight is not None and self._report_task is None:
+        if self._report_task is None:
             self._report_task = asyncio.get_running_loop().create_task(self._report_loop())
 
     async def stop(self) -> None:
@@ -128,11 +149,16 @@ class Gateway:
             self._report_task = None
 
     async def _report_loop(self) -> None:
-        assert self._report_in_flight is not None
         while True:
             try:
                 counts = {name: n for name, n in self.in_flight.items() if n}
-                await self._report_in_flight(self._replica_id, self._routes.table.version, counts)
+                # Also refreshes the gauges: Ray drops a gauge value that is not set again.
+                self._metrics.in_flight(counts)
+                self._metrics.held({a: n for a, n in self._held_by_alias.items() if n})
+                if self._report_in_flight is not None:
+                    await self._report_in_flight(
+                        self._replica_id, self._routes.table.version, counts
+                    )
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -143,7 +169,10 @@ class Gateway:
     def _build_app(self) -> FastAPI:
         app = FastAPI(title="Switchyard", docs_url=None, redoc_url=None)
         app.add_middleware(
-            _GuardMiddleware, keys=self._keys, max_body_bytes=self._settings.max_body_bytes
+            _GuardMiddleware,
+            keys=self._keys,
+            max_body_bytes=self._settings.max_body_bytes,
+            metrics=self._metrics,
         )
 
         @app.exception_handler(GatewayError)
@@ -213,25 +242,14 @@ class Gateway:
                     413, f"Request body is larger than {limit} bytes.", code="request_too_large"
                 )
             chunks.append(chunk)
-        raw = b"".join(chunks)
-        try:
-            body = json.loads(raw)
-        except RecursionError:
-            raise GatewayError(
-                400, "Request body is nested too deeply.", code="invalid_json"
-            ) from None
-        except ValueError as exc:  # includes invalid UTF-8
-            raise GatewayError(
-                400, f"Request body is not valid JSON: {exc}", code="invalid_json"
-            ) from None
-        if not isinstance(body, dict):
-            raise GatewayError(400, "Request body must be a JSON object.", code="invalid_request")
-        return body
+        return parse_json_object(b"".join(chunks))
 
     async def _resolve(self, requested: str) -> ModelRoute:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._settings.hold_timeout_s
         held = False
+        hold_outcome = HoldOutcome.RELEASED
+        held_since = loop.time()
         try:
             while True:
                 resolution = self._routes.table.resolve(requested)
@@ -257,13 +275,17 @@ class Gateway:
                 assert isinstance(resolution, Hold)
                 if not held:
                     if self._held >= self._settings.max_held_requests:
+                        self._metrics.hold_finished(requested, HoldOutcome.QUEUE_FULL, 0.0)
                         raise self._unavailable(
                             f"'{requested}' is being switched and the hold queue is full."
                         )
                     self._held += 1
+                    self._held_by_alias[requested] += 1
                     held = True
+                    held_since = loop.time()
                 remaining = deadline - loop.time()
                 if remaining <= 0 or not await self._routes.wait_for_change(remaining):
+                    hold_outcome = HoldOutcome.TIMEOUT
                     raise self._unavailable(
                         f"'{requested}' is still being switched after "
                         f"{self._settings.hold_timeout_s:g} s."
@@ -271,6 +293,8 @@ class Gateway:
         finally:
             if held:
                 self._held -= 1
+                self._held_by_alias[requested] -= 1
+                self._metrics.hold_finished(requested, hold_outcome, loop.time() - held_since)
 
     def _unavailable(self, message: str) -> GatewayError:
         return GatewayError(
@@ -278,6 +302,21 @@ class Gateway:
         )
 
     async def _handle(self, request: Request, method: Method) -> Response:
+        timing = RequestTiming()
+        try:
+            return await self._handle_timed(request, method, timing)
+        except GatewayError as error:
+            self._metrics.request_finished(
+                timing.record(outcome_of_status(error.status), error.status)
+            )
+            raise
+        except asyncio.CancelledError:
+            self._metrics.request_finished(timing.record(RequestOutcome.CANCELLED, 499))
+            raise
+
+    async def _handle_timed(
+        self, request: Request, method: Method, timing: RequestTiming
+    ) -> Response:
         if not await self._routes.wait_loaded(30.0):
             raise self._unavailable("The gateway has not loaded its routing table yet.")
         body = await self._read_body(request)
@@ -290,16 +329,29 @@ class Gateway:
                 param="model",
             )
         route = await self._resolve(requested)
+        timing.model = route.name
+        timing.alias = requested if requested != route.name else ""
         body["model"] = route.name
+        stream = bool(body.get("stream"))
+        if stream:
+            # Exact token counters need the engine's usage report at the end of the stream.
+            timing.strip_usage = not request_usage(body)
         try:
             parsed = self._parse_request(method, body)
         except ValueError as exc:
             raise GatewayError(400, _first_line(exc), code="invalid_request") from None
-        return await self._forward(route, method, parsed, stream=bool(body.get("stream")))
+        return await self._forward(route, method, parsed, stream=stream, timing=timing)
 
     async def _forward(
-        self, route: ModelRoute, method: Method, parsed: Any, *, stream: bool
+        self,
+        route: ModelRoute,
+        method: Method,
+        parsed: Any,
+        *,
+        stream: bool,
+        timing: RequestTiming | None = None,
     ) -> Response:
+        timing = timing or RequestTiming(model=route.name)
         self.in_flight[route.name] += 1
         released = False
 
@@ -329,9 +381,14 @@ class Gateway:
                 raise error
             if not stream:
                 release()
-                return JSONResponse(_as_json(first))
+                payload = _as_json(first)
+                if isinstance(payload, dict):
+                    timing.usage.take(payload.get("usage"))
+                self._metrics.request_finished(timing.record(RequestOutcome.OK, 200))
+                return JSONResponse(payload)
             return StreamingResponse(
-                self._sse(route, first, outputs, release), media_type="text/event-stream"
+                self._sse(route, first, outputs, release, timing),
+                media_type="text/event-stream",
             )
         except BaseException:
             release()
@@ -343,16 +400,26 @@ class Gateway:
         first: Any,
         outputs: AsyncIterator[Any],
         release: Callable[[], None],
+        timing: RequestTiming,
     ) -> AsyncIterator[str]:
         started = time.monotonic()
+        outcome = RequestOutcome.CANCELLED
         try:
-            yield _sse_text(first)
+            # The first chunk is the first token's (vLLM sends nothing before prefill ends).
+            timing.chunk()
+            yield scan_events(_sse_text(first), timing.usage, strip_usage=timing.strip_usage)
             async for item in outputs:
                 error = _error_of(item, self._settings.retry_after_s)
                 if error is not None:
+                    outcome = RequestOutcome.STREAM_ERROR
                     yield _sse_error(error)
                     return
-                yield _sse_text(item)
+                text = scan_events(_sse_text(item), timing.usage, strip_usage=timing.strip_usage)
+                if _has_content(text):
+                    timing.chunk()
+                if text:
+                    yield text
+            outcome = RequestOutcome.OK
         except Exception as exc:
             # Headers are sent; the only honest signal left is an error event in the stream.
             log.warning(
@@ -361,9 +428,12 @@ class Gateway:
                 time.monotonic() - started,
                 exc,
             )
+            outcome = RequestOutcome.STREAM_ERROR
             yield _sse_error(self._backend_failure(route, exc))
         finally:
             release()
+            # The status line (200) went out with the first chunk, whatever happened after.
+            self._metrics.request_finished(timing.record(outcome, 200))
 
     def _backend_failure(self, route: ModelRoute, exc: BaseException) -> GatewayError:
         log.warning("model %s failed a request: %r", route.name, exc)
@@ -412,6 +482,11 @@ def _sse_text(item: Any) -> str:
     if isinstance(item, str):
         return item
     return f"data: {json.dumps(_as_json(item))}\n\n"
+
+
+def _has_content(text: str) -> bool:
+    """A chunk that carries tokens (not only `[DONE]` or a usage report)."""
+    return '"choices":[{' in text or '"choices": [{' in text
 
 
 def _sse_error(error: GatewayError) -> str:

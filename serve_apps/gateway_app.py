@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from serve_apps.gateway import Gateway
+from serve_apps.gateway_metrics import RayGatewayMetrics
 from serve_apps.gateway_settings import GatewaySettings
 from serve_apps.model_backend import Method, ServeHandleBackend
 from serve_apps.replica_health import ReplicaHealthView
@@ -25,7 +26,15 @@ def parse_openai_request(method: Method, body: dict[str, Any]) -> Any:
     from ray.serve.llm.openai_api_models import ChatCompletionRequest, CompletionRequest
 
     model = ChatCompletionRequest if method == "chat" else CompletionRequest
-    return model.model_validate(body)
+    try:
+        return model.model_validate(body)
+    except ValueError:
+        raise
+    except Exception as exc:
+        # vLLM's model validators raise VLLMValidationError (not a ValueError) and, fed a
+        # wrong type, AttributeError or TypeError: all of them are about the client's body,
+        # so the gateway must answer 400, not 500 (found by tests/unit/serving fuzzing).
+        raise ValueError(f"{type(exc).__name__}: {exc}") from exc
 
 
 class RegistryClient:
@@ -81,6 +90,8 @@ class GatewayReplica:
             ServeHandleBackend(),
             parse_openai_request,
             registry.report,
+            # Created here, in the replica: Ray metrics belong to the process that records them.
+            RayGatewayMetrics(),
         )
 
     async def __serve_build_asgi_app__(self) -> Any:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+# What can arrive, unchanged, in `Authorization: Bearer KEY`: header bytes are read as
+# Latin-1 and surrounding whitespace is stripped, so any other key could never match.
+_KEY_RE = re.compile(r"[\x21-\x7e]+")
 
 
 class GatewaySettings(BaseModel):
@@ -11,7 +17,9 @@ class GatewaySettings(BaseModel):
     api_keys: tuple[SecretStr, ...] = Field(
         (), description="accepted bearer tokens; empty means the endpoint is open"
     )
-    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
+    # At most 64 MiB: a body travels on to the model replica in one Serve gRPC message,
+    # capped at 128 MiB (cluster/serve_tuning.py), and grows when pickled.
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     retry_after_s: int = Field(5, ge=1, le=3600, description="Retry-After on 503 answers")
     first_chunk_timeout_s: float = Field(
         600.0, gt=0, le=86400, description="give up (503) if a model sends nothing for this long"
@@ -24,3 +32,15 @@ class GatewaySettings(BaseModel):
     )
     health_poll_s: float = Field(1.0, gt=0, le=60, description="replica health refresh period")
     replicas: int = Field(1, ge=1, le=64, description="gateway replicas")
+
+    @field_validator("api_keys")
+    @classmethod
+    def _usable_keys(cls, keys: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
+        for i, key in enumerate(keys):
+            if not _KEY_RE.fullmatch(key.get_secret_value()):
+                # Never echo the key itself: this message reaches the terminal and logs.
+                raise ValueError(
+                    f"API key #{i + 1} is empty or has characters other than printable "
+                    "ASCII without spaces; an HTTP Bearer token can't carry it"
+                )
+        return keys

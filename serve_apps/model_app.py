@@ -73,6 +73,11 @@ def llm_config_kwargs(config: ModelDeploymentConfig, model_path: Path) -> dict[s
             "health_check_period_s": config.health_check_period_s,
             "health_check_timeout_s": config.health_check_timeout_s,
             "graceful_shutdown_timeout_s": 30,
+            # A replica being removed first sleeps one wait loop (Serve's default 2 s)
+            # before it counts its requests, even when idle. A swap drains OLD in the
+            # gateways first, so that sleep was pure unavailability in `removing_old`
+            # (benchmarks/swap_time.py); in-flight requests are still waited for.
+            "graceful_shutdown_wait_loop_s": 0.2,
         },
         # The gateway streams each chunk as it comes: Ray Serve LLM's default 50 ms
         # batching would add up to 50 ms to time-to-first-token.

@@ -29,6 +29,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "stage",
     "cache",
     "bench",
+    "metrics",
+    "dashboards",
 )
 
 Handler = Callable[[argparse.Namespace], int]

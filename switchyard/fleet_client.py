@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,50 +35,70 @@ def resolve_address(address: str | None, state_dir: Path | None) -> str:
     return info.address
 
 
-def run_operation(address: str, request: dict[str, Any], *, as_json: bool = False) -> int:
-    """Send `request` to the manager, print progress as it happens, map the outcome."""
+def connect_manager(address: str) -> Any:
+    """Join the cluster at `address` and return the fleet manager's actor handle."""
     from cluster.ray_runtime import connect
 
     connect(address)
-    import ray
-
     from cluster.manager_actor import manager_actor
 
     try:
-        manager = manager_actor()
+        return manager_actor()
     except ValueError:
         raise UserInputError(
             f"no Switchyard manager runs on {address}; start `switchyard up`"
         ) from None
-    if not as_json:
-        # Which cluster and manager answered: several Ray clusters can share one machine.
-        gcs = ray.get_runtime_context().gcs_address
-        print(f"connected to Ray at {gcs} (manager {manager._actor_id.hex()[:12]})", flush=True)
+
+
+def follow_operation(
+    manager: Any,
+    request: dict[str, Any],
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any] | None:
+    """Run `request` on the manager, handing each progress event to `on_event` as it
+    happens; the operation's result, or None when the manager died during it."""
+    import ray
+
     pending = manager.run.remote(request)
     seen = 0
     while True:
         done, _ = ray.wait([pending], timeout=1.0)
-        if not as_json:
+        if on_event is not None:
             for event in ray.get(manager.events.remote(seen)):
                 seen += 1
-                _print_event(event)
+                on_event(event)
         if done:
             break
     try:
         result: dict[str, Any] = ray.get(pending)
-    except ray.exceptions.RayActorError as exc:
+    except ray.exceptions.RayActorError:
+        return None
+    if on_event is not None:
+        for event in result["events"][seen:]:
+            on_event(event)
+    return result
+
+
+def run_operation(address: str, request: dict[str, Any], *, as_json: bool = False) -> int:
+    """Send `request` to the manager, print progress as it happens, map the outcome."""
+    manager = connect_manager(address)
+    if not as_json:
+        import ray
+
+        # Which cluster and manager answered: several Ray clusters can share one machine.
+        gcs = ray.get_runtime_context().gcs_address
+        print(f"connected to Ray at {gcs} (manager {manager._actor_id.hex()[:12]})", flush=True)
+    result = follow_operation(manager, request, None if as_json else _print_event)
+    if result is None:
         print(
-            f"failed: the manager died during the operation ({type(exc).__name__}); it "
-            "reconciles the fleet when it restarts (completes or rolls back, see its journal); "
-            "check `switchyard status`",
+            "failed: the manager died during the operation; it reconciles the fleet when it "
+            "restarts (completes or rolls back, see its journal); check `switchyard status`",
             flush=True,
         )
         return ExitCode.REJECTED
     if as_json:
         print(json.dumps(result, indent=2))
     else:
-        for event in result["events"][seen:]:
-            _print_event(event)
         if result["phase_seconds"]:
             phases = ", ".join(f"{k} {v:.1f} s" for k, v in result["phase_seconds"].items())
             print(f"phases: {phases}")

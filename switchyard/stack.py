@@ -112,6 +112,7 @@ class Stack:
                 if config.models
                 else AcceleratorConfig(kind=config.accelerator),
                 deploy_timeout_s=config.deploy_timeout_s,
+                inventory=config.inventory,
             )
         )
         fleet = ray.get(manager.fleet.remote())

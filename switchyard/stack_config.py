@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from cluster.node_probe.overrides import InventoryConfig
 from cluster.ray_runtime import LocalHeadConfig
 from serve_apps.deployment_config import ModelDeploymentConfig
 from serve_apps.gateway_settings import GatewaySettings
@@ -43,6 +44,11 @@ class StackConfig(BaseModel):
     gateway: GatewaySettings = GatewaySettings()
     local_head: LocalHeadConfig = LocalHeadConfig()
     deploy_timeout_s: float = Field(900.0, gt=0, le=24 * 3600)
+    inventory: InventoryConfig = InventoryConfig()
+    """Overrides of probed node hardware (GPU model/memory/count/links, disk, RAM)."""
+    ray_auth_mode: str | None = Field(
+        None, description="RAY_AUTH_MODE this process runs with; None when it is unset"
+    )
 
     @model_validator(mode="after")
     def _checks(self) -> StackConfig:
@@ -61,7 +67,35 @@ class StackConfig(BaseModel):
                 f"host={self.host!r} exposes the endpoint beyond this machine without an API "
                 "key; pass --api-key (or SWITCHYARD_API_KEY) or keep --host 127.0.0.1"
             )
+        self._check_cluster_auth()
         return self
+
+    def _check_cluster_auth(self) -> None:
+        """Anything reachable from other machines needs Ray's token auth on the cluster too:
+        without it, anyone who reaches a Ray port can submit jobs (arbitrary code)."""
+        exposed = [
+            f"{field}={value!r}"
+            for field, value in (
+                ("host", self.host),
+                ("local_head.dashboard_host", self.local_head.dashboard_host),
+                ("local_head.node_ip_address", self.local_head.node_ip_address),
+            )
+            if not is_loopback(value)
+        ]
+        if exposed and self.effective_ray_auth_mode != "token":
+            raise ValueError(
+                f"{exposed[0]} exposes this stack beyond this machine while Ray token "
+                f"authentication is off (RAY_AUTH_MODE={self.effective_ray_auth_mode}); "
+                "set RAY_AUTH_MODE=token (with the cluster's token) or keep 127.0.0.1"
+            )
+
+    @property
+    def effective_ray_auth_mode(self) -> str:
+        if self.ray_auth_mode:
+            return self.ray_auth_mode
+        # A head Switchyard starts gets token auth by default (cluster/ray_runtime.py); a
+        # joined cluster's mode is whatever this process was given, here none.
+        return "token" if self.address is None else "disabled"
 
     @property
     def endpoint(self) -> str:

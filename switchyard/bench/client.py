@@ -64,6 +64,7 @@ async def stream_completion(
     start = time.perf_counter()
     chunk_times: list[float] = []
     usage: dict[str, Any] = {}
+    served: list[str] = []
     try:
         async with client.stream(
             "POST", endpoint.completions_url, json=payload, headers=endpoint.headers()
@@ -80,13 +81,16 @@ async def stream_completion(
                     break
                 event = json.loads(data)
                 if "error" in event:
-                    return _partial(start, chunk_times, usage, _error_text(data))
+                    return _partial(start, chunk_times, usage, _error_text(data), served)
+                if not served and isinstance(event.get("model"), str):
+                    served.append(event["model"])
                 if event.get("choices"):
                     chunk_times.append(arrived)
                 if event.get("usage"):
                     usage = event["usage"]
     except (httpx.HTTPError, ValueError, OSError) as exc:
-        return _partial(start, chunk_times, usage, f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS])
+        error = f"{type(exc).__name__}: {exc}"[:_ERROR_CHARS]
+        return _partial(start, chunk_times, usage, error, served)
     if not chunk_times:
         return failed_record(start, "the stream ended without a single token")
     return RequestRecord(
@@ -94,11 +98,12 @@ async def stream_completion(
         chunk_times_s=tuple(chunk_times),
         prompt_tokens=usage.get("prompt_tokens"),
         completion_tokens=usage.get("completion_tokens"),
+        served_model=served[0] if served else None,
     )
 
 
 def _partial(
-    start: float, chunk_times: list[float], usage: dict[str, Any], error: str
+    start: float, chunk_times: list[float], usage: dict[str, Any], error: str, served: list[str]
 ) -> RequestRecord:
     return RequestRecord(
         start_s=start,
@@ -106,6 +111,7 @@ def _partial(
         prompt_tokens=usage.get("prompt_tokens"),
         completion_tokens=usage.get("completion_tokens"),
         error=error,
+        served_model=served[0] if served else None,
     )
 
 

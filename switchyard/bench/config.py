@@ -23,8 +23,40 @@ FLAG_OF_FIELD: dict[str, str] = {
     "json_path": "--json",
     "plot_path": "--plot",
     "tokenizer_dir": "--tokenizer",
+    "during_swap": "--during-swap",
 }
 """The command-line flag behind each field, so errors name what the user typed."""
+
+FLAG_OF_SWAP_FIELD: dict[str, str] = {
+    "old": "--during-swap",
+    "source": "--during-swap",
+    "new_name": "--name",
+    "swap_delay_s": "--swap-delay",
+    "swap_tail_s": "--swap-tail",
+    "address": "--address",
+}
+"""The same, for the fields of `DuringSwapConfig` (nested under `during_swap`)."""
+
+
+class DuringSwapConfig(BaseModel):
+    """`--during-swap OLD SOURCE --name NEW`: the swap to trigger under a steady load."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    old: str = Field(min_length=1, description="the serving model to replace")
+    source: str = Field(min_length=1, description="NEW's source: hub id, local dir, miniature")
+    new_name: str = Field(min_length=1, description="NEW's served name (--name)")
+    swap_delay_s: float = Field(
+        5.0, ge=0, le=3600, description="steady load before the swap is triggered"
+    )
+    swap_tail_s: float = Field(5.0, ge=0, le=3600, description="steady load after it ended")
+    address: str | None = Field(None, description="Ray address; None: $RAY_ADDRESS or up's")
+
+    @model_validator(mode="after")
+    def _different_names(self) -> DuringSwapConfig:
+        if self.old == self.new_name:
+            raise ValueError("--name must differ from OLD (clients tell them apart by name)")
+        return self
 
 
 class BenchConfig(BaseModel):
@@ -45,6 +77,9 @@ class BenchConfig(BaseModel):
     plot_path: Path | None = None
     tokenizer_dir: Path | None = None
     seed: int = 0
+    during_swap: DuringSwapConfig | None = Field(
+        None, description="a steady load at one concurrency through this swap, not a sweep"
+    )
 
     @field_validator("url")
     @classmethod
@@ -93,4 +128,14 @@ class BenchConfig(BaseModel):
     def _outputs_differ(self) -> BenchConfig:
         if self.json_path is not None and self.json_path == self.plot_path:
             raise ValueError("--json and --plot name the same file")
+        return self
+
+    @model_validator(mode="after")
+    def _one_level_during_swap(self) -> BenchConfig:
+        if self.during_swap is None:
+            return self
+        if len(self.concurrency) != 1:
+            raise ValueError("--concurrency: --during-swap runs one steady level, give one")
+        if self.plot_path is not None:
+            raise ValueError("--plot: not available with --during-swap (no sweep to plot)")
         return self

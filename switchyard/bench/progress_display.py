@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import time
 from types import TracebackType
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -65,3 +67,48 @@ class RichSweepProgress:
                 f"{metrics.failed} failed"
             )
         self._task = None
+
+
+class RichSwapProgress:
+    """A `SwapObserver`: one open-ended bar for the steady load, and the manager's events
+    printed above it as they happen."""
+
+    def __init__(self, console: Console) -> None:
+        self._progress = Progress(
+            TextColumn("{task.description:>16}"),
+            TextColumn("{task.completed} done"),
+            TextColumn("{task.fields[failed]} failed"),
+            TextColumn("{task.fields[models]}"),
+            TimeElapsedColumn(),
+            console=console,
+        )
+        self._task = self._progress.add_task("load during swap", total=None, failed=0, models="")
+        self._failed = 0
+        self._answered_by: dict[str, int] = {}
+
+    def __enter__(self) -> RichSwapProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._progress.stop()
+
+    def request_done(self, record: RequestRecord) -> None:
+        if record.succeeded:
+            name = record.served_model or "?"
+            self._answered_by[name] = self._answered_by.get(name, 0) + 1
+        else:
+            self._failed += 1
+        models = ", ".join(f"{name} {n}" for name, n in self._answered_by.items())
+        self._progress.update(self._task, advance=1, failed=self._failed, models=models)
+
+    def swap_event(self, event: dict[str, Any]) -> None:
+        stamp = time.strftime("%H:%M:%S", time.localtime(event["at"]))
+        phase = f"[{event['phase']}] " if event.get("phase") else ""
+        # Markup off: manager messages quote names and lists in brackets.
+        self._progress.console.print(f"{stamp} swap {phase}{event['message']}", markup=False)

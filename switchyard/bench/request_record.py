@@ -31,6 +31,9 @@ class RequestRecord:
     """The server's `usage.completion_tokens`, when it sent usage."""
     error: str | None = None
     """One line: why the request failed; None when it succeeded."""
+    served_model: str | None = None
+    """The `model` the server named in its chunks (an alias resolves to a served name), so a
+    load through a swap can tell OLD's answers from NEW's."""
 
     @property
     def succeeded(self) -> bool:

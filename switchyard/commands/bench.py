@@ -3,9 +3,10 @@
 Numbers follow `vllm bench serve`'s definitions (switchyard/bench/metrics.py), so a sweep
 against Switchyard compares with one against vLLM's own server.
 
-`--during-swap` (issue 9, point 2) is not here yet: the swap does not exist. It will be a flag
-of this command that runs `switchyard.bench.load.run_level` at a steady concurrency while it
-triggers the swap; see that module's docstring for what it reads from the records.
+`--during-swap OLD SOURCE --name NEW` runs one steady level instead of the sweep and
+triggers `switchyard swap OLD SOURCE --name NEW` beside it, through the fleet manager in this
+process (switchyard/fleet_client.py), then reports what clients saw of the swap
+(switchyard/bench/swap_window.py) and the swap's phases.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 from switchyard.exit_codes import ExitCode, UserInputError
 
 DEFAULT_URL = "http://127.0.0.1:8000/v1"
+DEFAULT_LEVELS = "1,8,32,128"
+DURING_SWAP_CONCURRENCY = 8
 
 
 def register(subparsers: Any) -> None:
@@ -43,9 +46,9 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--concurrency",
-        default="1,8,32,128",
         metavar="N[,N...]",
-        help="concurrency levels to sweep, in order (default 1,8,32,128)",
+        help="concurrency levels to sweep, in order (default 1,8,32,128); with --during-swap "
+        f"one level (default {DURING_SWAP_CONCURRENCY})",
     )
     parser.add_argument(
         "--num-prompts", type=int, default=128, help="requests per level (default %(default)s)"
@@ -80,6 +83,37 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="the model's tokenizer (default: found from the local stack's model source)",
     )
+    swap = parser.add_argument_group(
+        "load during a hot swap",
+        "Run a steady load (--concurrency clients, each sending its next request when the last "
+        "ended) against --model, trigger `switchyard swap OLD SOURCE --name NEW` after "
+        "--swap-delay seconds, keep the load --swap-tail seconds after the swap ended, and "
+        "report the unavailability clients saw, held requests, failed requests and the swap's "
+        "phases. Exits 1 when the swap did not complete or any request failed.",
+    )
+    swap.add_argument(
+        "--during-swap",
+        nargs=2,
+        metavar=("OLD", "SOURCE"),
+        help="the swap to trigger: the serving model OLD and NEW's source "
+        "(hub id[@rev], local dir or miniature:NAME)",
+    )
+    swap.add_argument("--name", help="NEW's served name (required with --during-swap)")
+    swap.add_argument(
+        "--swap-delay",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds of steady load before the swap (default %(default)s)",
+    )
+    swap.add_argument(
+        "--swap-tail",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds of steady load after the swap ended (default %(default)s)",
+    )
+    swap.add_argument("--address", help="Ray address (default: $RAY_ADDRESS or `up`'s)")
     parser.set_defaults(handler=run)
 
 
@@ -108,14 +142,18 @@ def default_api_key() -> str | None:
 def build_config(args: argparse.Namespace, state_dir: Path) -> Any:
     from pydantic import ValidationError
 
-    from switchyard.bench.config import FLAG_OF_FIELD, BenchConfig
+    from switchyard.bench.config import FLAG_OF_FIELD, FLAG_OF_SWAP_FIELD, BenchConfig
 
+    during_swap = _during_swap(args)
+    levels = args.concurrency
+    if levels is None:
+        levels = str(DURING_SWAP_CONCURRENCY) if during_swap is not None else DEFAULT_LEVELS
     try:
         return BenchConfig(
             url=args.url or default_url(state_dir),
             model=args.model,
             api_key=args.api_key or default_api_key(),
-            concurrency=parse_levels(args.concurrency),
+            concurrency=parse_levels(levels),
             num_prompts=args.num_prompts,
             input_len=args.input_len,
             output_len=args.output_len,
@@ -124,13 +162,38 @@ def build_config(args: argparse.Namespace, state_dir: Path) -> Any:
             json_path=args.json,
             plot_path=args.plot,
             tokenizer_dir=args.tokenizer,
+            during_swap=during_swap,
         )
     except ValidationError as exc:
         error = exc.errors()[0]
-        field = str(error["loc"][0]) if error["loc"] else ""
-        flag = FLAG_OF_FIELD.get(field, field or "bench")
         message = str(error["msg"]).removeprefix("Value error, ")
+        if not error["loc"]:
+            # A check across fields names its flags itself; its input is the whole config,
+            # API key included, so it is never echoed.
+            raise UserInputError(message) from None
+        field = str(error["loc"][0])
+        flag = FLAG_OF_FIELD.get(field, field)
+        if field == "during_swap" and len(error["loc"]) > 1:
+            flag = FLAG_OF_SWAP_FIELD.get(str(error["loc"][1]), flag)
         raise UserInputError(f"{flag}: {message} (got {error.get('input')!r})") from None
+
+
+def _during_swap(args: argparse.Namespace) -> dict[str, Any] | None:
+    if args.during_swap is None:
+        if args.name is not None:
+            raise UserInputError("--name: only meaningful with --during-swap OLD SOURCE")
+        return None
+    if not args.name:
+        raise UserInputError("--name: required with --during-swap (NEW's served name)")
+    old, source = args.during_swap
+    return {
+        "old": old,
+        "source": source,
+        "new_name": args.name,
+        "swap_delay_s": args.swap_delay,
+        "swap_tail_s": args.swap_tail,
+        "address": args.address,
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -165,6 +228,8 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise UserInputError(f"--input-len: {exc}") from None
+    if config.during_swap is not None:
+        return _run_during_swap(config, prompts, location.name_or_path, err)
     plan = SweepPlan(
         endpoint=Endpoint(config.url, config.model, config.api_key),
         prompts=tuple(prompts[config.num_warmups :]),
@@ -197,6 +262,70 @@ def run(args: argparse.Namespace) -> int:
         plot_series(config.plot_path, {config.model: levels}, title=title)
         err.print(f"[dim]switchyard bench[/dim] wrote {config.plot_path}")
     return ExitCode.REJECTED if any(level.failed for level in levels) else ExitCode.OK
+
+
+def _run_during_swap(config: Any, prompts: list[Any], tokenizer: str, err: Any) -> int:
+    import asyncio
+
+    from rich.console import Console
+    from rich.markup import escape
+
+    from switchyard.bench.client import Endpoint
+    from switchyard.bench.during_swap import SwapLoadPlan, run_during_swap
+    from switchyard.bench.progress_display import RichSwapProgress
+    from switchyard.bench.report import write_json
+    from switchyard.bench.swap_report import swap_json, swap_table
+    from switchyard.commands.add import model_config
+    from switchyard.fleet_client import connect_manager, follow_operation, resolve_address
+
+    swap = config.during_swap
+    new_config = model_config(
+        argparse.Namespace(
+            name=swap.new_name,
+            source=swap.source,
+            aliases=[],
+            tp=1,
+            pp=1,
+            dp=1,
+            ep=False,
+            max_model_len=None,
+        )
+    )
+    request = {"kind": "swap", "old": swap.old, "config": new_config, "dry_run": False}
+    # Joined before the load starts, so connecting never stalls the load's first seconds.
+    manager = connect_manager(resolve_address(swap.address, None))
+    plan = SwapLoadPlan(
+        endpoint=Endpoint(config.url, config.model, config.api_key),
+        prompts=tuple(p.text for p in prompts),
+        prompt_tokens=tuple(p.token_count for p in prompts),
+        output_len=config.output_len,
+        concurrency=config.concurrency[0],
+        new_model=swap.new_name,
+        delay_s=swap.swap_delay_s,
+        tail_s=swap.swap_tail_s,
+    )
+    with RichSwapProgress(err) as progress:
+        result = asyncio.run(
+            run_during_swap(
+                plan, lambda on_event: follow_operation(manager, request, on_event), progress
+            )
+        )
+    title = (
+        f"{config.model} at {config.url} during swap {swap.old} -> {swap.new_name}: "
+        f"concurrency {plan.concurrency}, {config.input_len} in / {config.output_len} out tokens"
+    )
+    _wide(Console(emoji=False)).print(swap_table(result, title))
+    for error in result.window.errors:
+        err.print(f"[red]failed request:[/red] {escape(error)}", highlight=False)
+    if result.operation is not None:
+        err.print(
+            f"swap {result.operation['outcome']}: {result.operation['message']}", markup=False
+        )
+    if config.json_path is not None:
+        write_json(config.json_path, swap_json(result, config=_public_config(config, tokenizer)))
+        err.print(f"[dim]switchyard bench[/dim] wrote {config.json_path}")
+    done = result.operation is not None and result.operation["outcome"] == "done"
+    return ExitCode.OK if done and result.window.failed == 0 else ExitCode.REJECTED
 
 
 def _wide(console: Any) -> Any:

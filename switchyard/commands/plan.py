@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from switchyard.exit_codes import ExitCode, UserInputError
 
 if TYPE_CHECKING:
+    from cluster.staging.budget import DiskVerdict
     from policies.admission import Decision
     from policies.inventory import ClusterInventory
     from policies.model_spec import ModelSpec
@@ -52,6 +53,13 @@ def register(subparsers: Any) -> None:
         help="free disk per node for the weights (default: not checked)",
     )
     parser.add_argument(
+        "--disk-reserve-gib",
+        type=float,
+        default=0.0,
+        metavar="R",
+        help="space kept free on each node's cache volume, not usable for weights (default 0)",
+    )
+    parser.add_argument(
         "--weights-gib",
         type=float,
         default=None,
@@ -74,8 +82,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cluster.weight_disk_report import verdict_json
     from policies.admission import AdmissionRequest, admit
-    from policies.errors import PolicyInputError
+    from policies.errors import PolicyInputError, UnknownGpu
     from policies.memory import KvCacheDtype
     from policies.units import GIB
 
@@ -92,12 +101,24 @@ def run(args: argparse.Namespace) -> int:
             ),
         )
         decision = admit(spec, weights, inventory, request)
+    except UnknownGpu as exc:
+        raise UserInputError(f"--gpu: {exc}") from exc
     except PolicyInputError as exc:
         raise UserInputError(str(exc)) from exc
+    disk = _disk_verdicts(args, decision.weights.total_bytes)
     if args.json:
-        print(json.dumps(decision.to_json_dict(), indent=2))
+        report = decision.to_json_dict()
+        report["weights"] = {
+            "total_bytes": decision.weights.total_bytes,
+            "expert_bytes": decision.weights.expert_bytes,
+            "source": decision.weights.source.value,
+        }
+        report["disk"] = [verdict_json(v) for v in disk]
+        print(json.dumps(report, indent=2))
     else:
         _print_table(spec, decision, source, args)
+        for verdict in disk:
+            print(f"  disk: {verdict.describe()}")
     return ExitCode.OK if decision.admitted else ExitCode.REJECTED
 
 
@@ -108,6 +129,8 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise UserInputError(f"--nodes must be >= 1, got {args.nodes}")
     if args.disk_free_gib is not None and not args.disk_free_gib >= 0:
         raise UserInputError(f"--disk-free-gib must be >= 0, got {args.disk_free_gib}")
+    if not args.disk_reserve_gib >= 0:
+        raise UserInputError(f"--disk-reserve-gib must be >= 0, got {args.disk_reserve_gib}")
     if args.weights_gib is not None and not args.weights_gib > 0:
         raise UserInputError(f"--weights-gib must be > 0, got {args.weights_gib}")
     if not 0 < args.gpu_memory_utilization <= 1:
@@ -121,9 +144,33 @@ def _check_numbers(args: argparse.Namespace) -> None:
 def _inventory(args: argparse.Namespace) -> ClusterInventory:
     from policies.inventory import ClusterInventory
 
-    return ClusterInventory.homogeneous(
-        args.gpu, args.nodes, args.gpus_per_node, disk_free_gib=args.disk_free_gib
-    )
+    # Admission sees what staging could use: free space minus the reserve.
+    usable = None
+    if args.disk_free_gib is not None:
+        usable = max(0.0, args.disk_free_gib - args.disk_reserve_gib)
+    return ClusterInventory.homogeneous(args.gpu, args.nodes, args.gpus_per_node, usable)
+
+
+def _disk_verdicts(args: argparse.Namespace, need_bytes: int) -> list[DiskVerdict]:
+    """Each node's verdict for the whole model (nothing is cached on a planned cluster);
+    none when --disk-free-gib is not given."""
+    from cluster.staging.budget import judge_disk
+    from policies.units import GIB
+
+    if args.disk_free_gib is None:
+        return []
+    return [
+        judge_disk(
+            node=f"node-{i}",
+            model=args.model,
+            cache_dir="the cache volume",
+            need_bytes=need_bytes,
+            free_bytes=int(args.disk_free_gib * GIB),
+            reserve_bytes=int(args.disk_reserve_gib * GIB),
+            reserved_by_others_bytes=0,
+        )
+        for i in range(args.nodes)
+    ]
 
 
 def _load_model(model: str) -> tuple[ModelSpec, WeightSize | None, str]:

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from switchyard.exit_codes import UserInputError
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("remove", help="take a model down")
@@ -17,7 +19,13 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from serve_apps.deployment_config import validate_model_name
     from switchyard.fleet_client import resolve_address, run_operation
 
+    try:
+        validate_model_name(args.name)
+    except ValueError as exc:
+        # No such model can exist; say so without connecting to the cluster.
+        raise UserInputError(str(exc)) from None
     address = resolve_address(args.address, args.state_dir)
     return run_operation(address, {"kind": "remove", "name": args.name}, as_json=args.json)

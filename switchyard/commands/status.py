@@ -18,6 +18,19 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--address", help="Ray cluster address (default: the one `up` used)")
     parser.add_argument("--state-dir", type=Path, default=None)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--prometheus",
+        default=None,
+        metavar="URL",
+        help="read tok/s and TTFT from this Prometheus (default: the one `switchyard metrics "
+        "prometheus` runs, else two scrapes of Ray's metrics agents --window-s apart)",
+    )
+    parser.add_argument(
+        "--window-s",
+        type=float,
+        default=12.0,
+        help="seconds between the two scrapes (Ray exports every 10 s); 0 skips them",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -53,7 +66,38 @@ def collect(address: str) -> dict[str, Any]:
         "models": models,
         "aliases": dict(table.aliases),
         "metrics": {"prometheus_service_discovery_file": RAY_PROMETHEUS_SD_FILE},
+        "inventory": _inventory(),
     }
+
+
+def _inventory() -> dict[str, Any] | None:
+    """The manager's view of every node's hardware (probed, then overridden); None when no
+    manager runs."""
+    import ray
+
+    from cluster.manager_actor import manager_actor
+
+    try:
+        manager = manager_actor()
+    except ValueError:
+        return None
+    inventory: dict[str, Any] = ray.get(manager.inventory.remote(), timeout=120)
+    return inventory
+
+
+def _add_live_metrics(status: dict[str, Any], state_dir: Path, args: argparse.Namespace) -> None:
+    """Current tok/s and p95 TTFT per model, into `metrics` and each model's entry."""
+    from switchyard.observability.status_metrics import live_metrics
+
+    if not 0 <= args.window_s <= 600:
+        raise UserInputError(f"--window-s: {args.window_s:g} is not in 0-600")
+    live = live_metrics(state_dir, args.prometheus, args.window_s)
+    status["metrics"].update(live)
+    by_model = {m["model"]: m for m in live["models"]}
+    for model in status["models"]:
+        stats = by_model.get(model["name"], {})
+        model["generated_tok_s"] = stats.get("generated_tok_s")
+        model["ttft_p95_s"] = stats.get("ttft_p95_s")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
     if address is None:
         raise UserInputError(f"--address: none given and no stack recorded in {state_dir}")
     status = collect(address)
+    _add_live_metrics(status, state_dir, args)
     if args.json:
         print(json.dumps(status, indent=2))
         return ExitCode.OK
@@ -76,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(
         f"endpoint: {status['endpoint']}/v1   ray: {address}   dashboard: {status['dashboard_url']}"
     )
-    table = Table("model", "aliases", "state", "layout", "replicas", "source")
+    table = Table("model", "aliases", "state", "layout", "replicas", "source", "tok/s", "TTFT p95")
     for m in status["models"]:
         table.add_row(
             m["name"],
@@ -85,7 +130,57 @@ def run(args: argparse.Namespace) -> int:
             m["layout"],
             str(m["replicas"]),
             m["source"],
+            "-" if m["generated_tok_s"] is None else f"{m['generated_tok_s']:.1f}",
+            "-" if m["ttft_p95_s"] is None else f"{m['ttft_p95_s'] * 1000:.0f} ms",
         )
     console.print(table)
-    console.print(f"metrics: Prometheus service discovery file {RAY_PROMETHEUS_SD_FILE}")
+    metrics = status["metrics"]
+    console.print(
+        f"metrics: Prometheus service discovery file {metrics['prometheus_service_discovery_file']}"
+        f"; live figures from {metrics['source'] or 'nowhere (no Prometheus, --window-s 0)'}"
+    )
+    _print_inventory(console, status.get("inventory"))
     return ExitCode.OK
+
+
+def _print_inventory(console: Any, inventory: dict[str, Any] | None) -> None:
+    """One row per node; values an operator override set are marked with '*'."""
+    from rich.table import Table
+
+    if inventory is None:
+        console.print("inventory: no manager runs")
+        return
+    table = Table(
+        "node",
+        "ip",
+        "accelerators",
+        "model",
+        "memory",
+        "interconnect",
+        "disk free",
+        "RAM",
+        title="inventory (* = overridden)",
+    )
+    for node in inventory["nodes"]:
+        changed = set(node["overridden"])
+
+        def mark(value: str, *fields: str, changed: set[str] = changed) -> str:
+            return f"{value}*" if changed.intersection(fields) else value
+
+        table.add_row(
+            node["node"],
+            node["node_ip"],
+            mark(f"{node['gpu_count']} {node['accelerator']}", "gpu_count"),
+            mark(node["gpu_model"] or "-", "gpu_model"),
+            mark(_gib(node["gpu_memory_bytes"]), "gpu_memory_bytes", "gpu_model"),
+            mark(node["interconnect"] or "-", "interconnect"),
+            mark(_gib(node["disk_free_bytes"]), "disk_free_bytes"),
+            mark(_gib(node["host_ram_bytes"]), "host_ram_bytes"),
+        )
+    console.print(table)
+    for problem in inventory["problems"]:
+        console.print(f"inventory: {problem}")
+
+
+def _gib(n_bytes: int | None) -> str:
+    return "-" if not n_bytes else f"{n_bytes / 2**30:.1f} GiB"

@@ -64,6 +64,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--dashboard-port", type=int, default=8265, help="Ray dashboard port of a local head"
     )
+    parser.add_argument(
+        "--inventory",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="YAML/JSON overrides of probed node hardware (see README, 'Cluster inventory')",
+    )
     parser.add_argument("--detach", action="store_true", help="return once everything is up")
     parser.set_defaults(handler=run)
 
@@ -130,9 +137,15 @@ def build_config(args: argparse.Namespace) -> Any:
                 "accelerator": {"kind": accelerator},
             }
         )
+    inventory: dict[str, Any] = {}
+    if getattr(args, "inventory", None) is not None:
+        from cluster.node_probe.overrides import read_inventory_file
+
+        inventory = read_inventory_file(args.inventory).model_dump(mode="json")
     try:
         return StackConfig.model_validate(
             {
+                "inventory": inventory,
                 "address": args.address or os.environ.get("RAY_ADDRESS") or None,
                 "host": args.host,
                 "port": args.port,
@@ -141,6 +154,7 @@ def build_config(args: argparse.Namespace) -> Any:
                 "models": models,
                 "gateway": {"api_keys": _api_keys(args)},
                 "local_head": {"port": args.ray_port, "dashboard_port": args.dashboard_port},
+                "ray_auth_mode": os.environ.get("RAY_AUTH_MODE") or None,
             }
         )
     except ValidationError as exc:

@@ -136,3 +136,46 @@ def test_a_wrong_api_key_stops_at_the_warm_up_with_the_reason(stack: RunningStac
     assert result.returncode == 1, result.stdout + result.stderr
     last = result.stderr.strip().splitlines()[-1]
     assert "warm-up" in last and "HTTP 401" in last
+
+
+# Last in this module: the swap moves `default` to another model.
+def test_a_load_through_a_hot_swap_fails_nothing_and_reports_the_swap(
+    stack: RunningStack, tmp_path: Path
+) -> None:
+    out = tmp_path / "swap.json"
+    result = _bench(
+        stack,
+        "--model", "default",
+        "--api-key", API_KEY,
+        "--concurrency", "4",
+        "--num-prompts", str(NUM_PROMPTS),
+        "--input-len", str(INPUT_LEN),
+        "--output-len", str(OUTPUT_LEN),
+        "--swap-delay", "3",
+        "--swap-tail", "3",
+        "--during-swap", "mini-llama", "miniature:llama",
+        "--name", "mini-llama-b",
+        "--json", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    document: dict[str, Any] = json.loads(out.read_text())
+    swap, window = document["swap"], document["window"]
+    assert swap["outcome"] == "done", swap["message"]
+    phases = ["preflight", "draining", "removing_old", "deploying_new", "switching"]
+    assert list(swap["phase_seconds"]) == phases
+    assert [p["phase"] for p in window["phases"]] == phases
+    # The phases lie inside the load, in order, on the clients' clock.
+    starts = [p["start_s"] for p in window["phases"]]
+    assert starts[0] > 0 and starts == sorted(starts)
+    assert all(p["seconds"] >= 0 for p in window["phases"])
+    assert (window["failed"], window["errors"]) == (0, [])
+    assert window["answered_by"]["mini-llama"] > 0
+    assert window["answered_by"]["mini-llama-b"] > 0
+    # Requests sent while the alias was held waited and were answered by NEW.
+    assert window["held_requests"] >= 1
+    assert window["unavailability_s"] > 0 and window["server_hold_s"] > 0
+    assert window["longest_held_s"] > 0
+    assert document["load"]["failed"] == 0
+    assert all(r["error"] is None for r in document["requests"])
+    assert API_KEY not in json.dumps(document)
+    assert "unavailability" in result.stdout and "deploying_new" in result.stdout

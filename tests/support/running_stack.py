@@ -74,7 +74,8 @@ class RunningStack:
 
     def status(self) -> dict[str, object]:
         result = subprocess.run(
-            [SWITCHYARD, "status", "--json", "--state-dir", str(self.state_dir)],
+            # --window-s 0: no live tok/s sampling (12 s of scraping) unless a test wants it.
+            [SWITCHYARD, "status", "--json", "--window-s", "0", "--state-dir", str(self.state_dir)],
             capture_output=True,
             text=True,
             timeout=120,

@@ -25,6 +25,11 @@ class FakeServer:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
+    model: str | None = None
+    """Named in every chunk when set, as a server does (an alias resolves to this name)."""
+    held: bool = False
+    """While True, new requests wait before their first chunk (a gateway holding an alias
+    during a swap); plain attribute, so a test may flip it from another thread."""
 
     def app(self) -> Starlette:
         return Starlette(routes=[Route("/v1/completions", self._completions, methods=["POST"])])
@@ -38,6 +43,8 @@ class FakeServer:
         return StreamingResponse(self._events(body), media_type="text/event-stream")
 
     async def _events(self, body: dict[str, Any]) -> AsyncIterator[str]:
+        while self.held:
+            await asyncio.sleep(0.005)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -47,7 +54,9 @@ class FakeServer:
                     yield f"data: {json.dumps(error)}\n\ndata: [DONE]\n\n"
                     return
                 await asyncio.sleep(self.delay_s)
-                chunk = {"choices": [{"index": 0, "text": f" w{i}"}], "usage": None}
+                chunk: dict[str, Any] = {"choices": [{"index": 0, "text": f" w{i}"}], "usage": None}
+                if self.model is not None:
+                    chunk["model"] = self.model
                 yield f"data: {json.dumps(chunk)}\n\n"
             usage = {"prompt_tokens": 16, "completion_tokens": body["max_tokens"]}
             yield f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n"

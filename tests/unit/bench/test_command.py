@@ -79,7 +79,24 @@ def test_flags_reach_the_config(tmp_path: Path) -> None:
         "plot_path": tmp_path / "r.png",
         "tokenizer_dir": tok,
         "seed": 0,
+        "during_swap": None,
     }
+
+
+def test_during_swap_runs_one_steady_level_and_names_the_swap_like_switchyard_swap() -> None:
+    config = _config("--during-swap", "mini-kimi-k2.5", "miniature:minimax-m2.5", "--name", "mm")
+    assert config.concurrency == (bench.DURING_SWAP_CONCURRENCY,)
+    assert config.during_swap is not None
+    assert config.during_swap.model_dump() == {
+        "old": "mini-kimi-k2.5",
+        "source": "miniature:minimax-m2.5",
+        "new_name": "mm",
+        "swap_delay_s": 5.0,
+        "swap_tail_s": 5.0,
+        "address": None,
+    }
+    steady = _config("--during-swap", "a", "miniature:llama", "--name", "b", "--concurrency", "2")
+    assert steady.concurrency == (2,)
 
 
 def test_the_api_key_defaults_to_the_first_switchyard_key(
@@ -109,6 +126,22 @@ def test_the_api_key_defaults_to_the_first_switchyard_key(
         (["--url", "ftp://host/v1"], "--url"),
         (["--model", ""], "--model"),
         (["--json", "same.png", "--plot", "same.png"], "--json"),
+        (["--during-swap", "old", "miniature:llama"], "--name"),
+        (["--name", "new"], "--name"),
+        (["--during-swap", "old", "miniature:llama", "--name", "old"], "--name"),
+        (
+            ["--during-swap", "a", "miniature:llama", "--name", "b", "--concurrency", "1,8"],
+            "--concurrency",
+        ),
+        (["--during-swap", "a", "miniature:llama", "--name", "b", "--plot", "x.png"], "--plot"),
+        (
+            ["--during-swap", "a", "miniature:llama", "--name", "b", "--swap-delay", "-1"],
+            "--swap-delay",
+        ),
+        (
+            ["--during-swap", "a", "miniature:llama", "--name", "b", "--swap-tail", "9999"],
+            "--swap-tail",
+        ),
     ],
 )
 def test_a_bad_value_exits_2_with_one_line_naming_the_flag(

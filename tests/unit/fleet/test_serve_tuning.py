@@ -19,3 +19,10 @@ def test_the_router_keeps_its_own_loop_for_the_threaded_manager() -> None:
 def test_a_value_the_operator_set_is_kept() -> None:
     env = with_serve_tuning({"RAY_SERVE_USE_GRPC_BY_DEFAULT": "0"})
     assert env["RAY_SERVE_USE_GRPC_BY_DEFAULT"] == "0"
+
+
+def test_switchyard_heads_are_tuned_unless_a_baseline_asks_for_rays_defaults() -> None:
+    from cluster.ray_runtime import LocalHeadConfig
+
+    assert LocalHeadConfig().serve_tuning
+    assert not LocalHeadConfig(serve_tuning=False).serve_tuning

@@ -109,6 +109,12 @@ def test_stream_batching_is_off_so_chunks_are_not_delayed() -> None:
     assert kwargs["experimental_configs"] == {"stream_batching_interval_ms": 0}
 
 
+def test_a_removed_replica_checks_for_requests_often_instead_of_sleeping_two_seconds() -> None:
+    deployment = llm_config_kwargs(_config(), Path("/m"))["deployment_config"]
+    assert deployment["graceful_shutdown_wait_loop_s"] <= 0.5
+    assert deployment["graceful_shutdown_timeout_s"] >= 30  # in-flight requests may finish
+
+
 def test_llm_config_carries_placement_env_and_health_checks() -> None:
     config = _config(
         layout={"tp": 2},

@@ -1,0 +1,244 @@
+"""What the fleet manager measures: model states, operations and their phases, admission
+decisions, and accelerators and disk per node.
+
+`FleetManager` reports through `FleetMetrics`; `RayFleetMetrics` records into Ray's metrics
+pipeline from the manager actor, `RecordingFleetMetrics` keeps it in memory for tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from serve_apps.gateway_metrics import ray_metric
+from serve_apps.model_state import ModelState
+from switchyard.observability.metric_names import (
+    ACCELERATORS_CLAIMED,
+    ACCELERATORS_TOTAL,
+    ADMISSION_DECISIONS,
+    ALIAS_TARGET,
+    DISK_FREE_BYTES,
+    LAST_SWAP_PHASE_SECONDS,
+    MODEL_STATE,
+    OPERATION_SECONDS,
+    OPERATIONS,
+    PHASE_SECONDS,
+    STAGED_BYTES,
+    SWAP_IN_PROGRESS,
+    MetricSpec,
+)
+
+ADMITTED_REASON = "none"
+
+
+@dataclass(frozen=True)
+class SwapSubject:
+    """The two models of a swap (labels of its phase gauges and annotations)."""
+
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class NodeUsage:
+    node: str
+    accelerators: int
+    accelerators_claimed: int
+    staged_bytes: int | None = None
+    """None where this node's cache was not measured."""
+    disk_free_bytes: int | None = None
+
+
+class FleetMetrics(Protocol):
+    def phase_started(self, kind: str, phase: str, swap: SwapSubject | None) -> None: ...
+
+    def phase_finished(
+        self, kind: str, phase: str, seconds: float, swap: SwapSubject | None
+    ) -> None: ...
+
+    def operation_finished(
+        self, kind: str, outcome: str, seconds: float, swap: SwapSubject | None
+    ) -> None: ...
+
+    def admission(self, admitted: bool, reason_codes: Sequence[str]) -> None: ...
+
+    def fleet(self, states: Mapping[str, ModelState], aliases: Mapping[str, str]) -> None:
+        """The models (name -> state) and aliases (alias -> model) as they are now."""
+
+    def nodes(self, usage: Sequence[NodeUsage]) -> None: ...
+
+
+@dataclass
+class RecordingFleetMetrics:
+    phases: list[tuple[str, str, float, SwapSubject | None]] = field(default_factory=list)
+    started: list[tuple[str, str, SwapSubject | None]] = field(default_factory=list)
+    operations: list[tuple[str, str, float, SwapSubject | None]] = field(default_factory=list)
+    admissions: list[tuple[bool, tuple[str, ...]]] = field(default_factory=list)
+    states: dict[str, ModelState] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)
+    node_usage: list[NodeUsage] = field(default_factory=list)
+
+    def phase_started(self, kind: str, phase: str, swap: SwapSubject | None) -> None:
+        self.started.append((kind, phase, swap))
+
+    def phase_finished(
+        self, kind: str, phase: str, seconds: float, swap: SwapSubject | None
+    ) -> None:
+        self.phases.append((kind, phase, seconds, swap))
+
+    def operation_finished(
+        self, kind: str, outcome: str, seconds: float, swap: SwapSubject | None
+    ) -> None:
+        self.operations.append((kind, outcome, seconds, swap))
+
+    def admission(self, admitted: bool, reason_codes: Sequence[str]) -> None:
+        self.admissions.append((admitted, tuple(reason_codes)))
+
+    def fleet(self, states: Mapping[str, ModelState], aliases: Mapping[str, str]) -> None:
+        self.states, self.aliases = dict(states), dict(aliases)
+
+    def nodes(self, usage: Sequence[NodeUsage]) -> None:
+        self.node_usage = list(usage)
+
+
+class _Gauges:
+    """A gauge whose current label sets are re-sent on every `refresh`: Ray forgets a gauge
+    value that is not set again within two export intervals. A label set dropped here
+    disappears from Prometheus shortly after, which is how a removed model leaves."""
+
+    def __init__(self, spec: MetricSpec) -> None:
+        self._gauge = ray_metric(spec)
+        self.values: dict[tuple[tuple[str, str], ...], float] = {}
+
+    def set(self, value: float, tags: Mapping[str, str]) -> None:
+        key = tuple(sorted(tags.items()))
+        self.values[key] = value
+        self._gauge.set(value, dict(key))
+
+    def replace(self, values: Mapping[tuple[tuple[str, str], ...], float]) -> None:
+        self.values = dict(values)
+        self.refresh()
+
+    def refresh(self) -> None:
+        for key, value in self.values.items():
+            self._gauge.set(value, dict(key))
+
+
+class RayFleetMetrics:
+    """Records into Ray's metrics pipeline; create it inside the manager actor."""
+
+    def __init__(self) -> None:
+        self._operations = ray_metric(OPERATIONS)
+        self._operation_seconds = ray_metric(OPERATION_SECONDS)
+        self._phase_seconds = ray_metric(PHASE_SECONDS)
+        self._admissions = ray_metric(ADMISSION_DECISIONS)
+        self._model_state = _Gauges(MODEL_STATE)
+        self._alias_target = _Gauges(ALIAS_TARGET)
+        self._last_swap = _Gauges(LAST_SWAP_PHASE_SECONDS)
+        self._in_progress = _Gauges(SWAP_IN_PROGRESS)
+        self._accelerators = _Gauges(ACCELERATORS_TOTAL)
+        self._claimed = _Gauges(ACCELERATORS_CLAIMED)
+        self._staged = _Gauges(STAGED_BYTES)
+        self._disk_free = _Gauges(DISK_FREE_BYTES)
+        self._gauges = (
+            self._model_state,
+            self._alias_target,
+            self._last_swap,
+            self._in_progress,
+            self._accelerators,
+            self._claimed,
+            self._staged,
+            self._disk_free,
+        )
+
+    def phase_started(self, kind: str, phase: str, swap: SwapSubject | None) -> None:
+        if swap is None:
+            return
+        if phase == "preflight":
+            # A new swap: the previous one's phase durations give way to this one's.
+            self._last_swap.replace({})
+        # Every other phase of this swap reads 0, so only the running one shows.
+        values = {key: 0.0 for key in self._in_progress.values}
+        values[_tags(old=swap.old, new=swap.new, phase=phase)] = 1.0
+        self._in_progress.replace(values)
+
+    def phase_finished(
+        self, kind: str, phase: str, seconds: float, swap: SwapSubject | None
+    ) -> None:
+        self._phase_seconds.observe(seconds, {"kind": kind, "phase": phase})
+        if swap is not None:
+            self._last_swap.set(seconds, {"old": swap.old, "new": swap.new, "phase": phase})
+
+    def operation_finished(
+        self, kind: str, outcome: str, seconds: float, swap: SwapSubject | None
+    ) -> None:
+        self._operations.inc(1, {"kind": kind, "outcome": outcome})
+        self._operation_seconds.observe(seconds, {"kind": kind, "outcome": outcome})
+        if swap is not None:
+            # Read 0 at once, then stop re-sending: Ray lets the finished swap's series go.
+            self._in_progress.replace({key: 0.0 for key in self._in_progress.values})
+            self._in_progress.values = {}
+
+    def admission(self, admitted: bool, reason_codes: Sequence[str]) -> None:
+        result = "admitted" if admitted else "rejected"
+        for code in reason_codes or (ADMITTED_REASON,):
+            self._admissions.inc(1, {"result": result, "reason": code})
+
+    def fleet(self, states: Mapping[str, ModelState], aliases: Mapping[str, str]) -> None:
+        self._model_state.replace(
+            {
+                _tags(model=name, state=state.value): float(state == current)
+                for name, current in states.items()
+                for state in ModelState
+            }
+        )
+        self._alias_target.replace(
+            {_tags(alias=alias, model=model): 1.0 for alias, model in aliases.items()}
+        )
+
+    def nodes(self, usage: Sequence[NodeUsage]) -> None:
+        self._accelerators.replace({_tags(node=u.node): float(u.accelerators) for u in usage})
+        self._claimed.replace({_tags(node=u.node): float(u.accelerators_claimed) for u in usage})
+        self._staged.replace(
+            {_tags(node=u.node): float(u.staged_bytes) for u in usage if u.staged_bytes is not None}
+        )
+        self._disk_free.replace(
+            {
+                _tags(node=u.node): float(u.disk_free_bytes)
+                for u in usage
+                if u.disk_free_bytes is not None
+            }
+        )
+
+    def refresh(self) -> None:
+        for gauge in self._gauges:
+            gauge.refresh()
+
+
+def _tags(**tags: str) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(tags.items()))
+
+
+class DiscardFleetMetrics:
+    def phase_started(self, kind: str, phase: str, swap: SwapSubject | None) -> None:
+        return None
+
+    def phase_finished(
+        self, kind: str, phase: str, seconds: float, swap: SwapSubject | None
+    ) -> None:
+        return None
+
+    def operation_finished(
+        self, kind: str, outcome: str, seconds: float, swap: SwapSubject | None
+    ) -> None:
+        return None
+
+    def admission(self, admitted: bool, reason_codes: Sequence[str]) -> None:
+        return None
+
+    def fleet(self, states: Mapping[str, ModelState], aliases: Mapping[str, str]) -> None:
+        return None
+
+    def nodes(self, usage: Sequence[NodeUsage]) -> None:
+        return None

@@ -1,0 +1,88 @@
+"""Ray wiring: one probe task pinned to every alive node, results gathered in node order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cluster.node_probe.local_probe import probe_this_node
+from cluster.node_probe.overrides import InventoryConfig, apply_overrides, unmatched
+from cluster.node_probe.records import NodeFacts, NodeProbe
+
+
+@dataclass(frozen=True)
+class ProbedCluster:
+    """Every alive node's facts after overrides, with what Ray still has free."""
+
+    facts: tuple[NodeFacts, ...]
+    available: dict[str, dict[str, float]]
+    """Ray's available resources per full node id, read right after the probes."""
+    problems: tuple[str, ...]
+    """Nodes whose probe failed and overrides that matched no node."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodes": [f.to_json() for f in self.facts],
+            "problems": list(self.problems),
+        }
+
+
+def build_probe_task() -> Any:
+    """`probe_this_node` as a Ray task: no CPU (it must run even on a full node), no retry."""
+    import ray
+
+    function: Callable[..., NodeProbe] = probe_this_node
+    return ray.remote(num_cpus=0, max_retries=0)(function)
+
+
+def probe_cluster(
+    cache_dir: Path,
+    config: InventoryConfig,
+    *,
+    standin_resource: str | None,
+    standin_memory_gib: float,
+) -> ProbedCluster:
+    import ray
+    from ray._private.state import available_resources_per_node
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes: list[dict[str, Any]] = [n for n in ray.nodes() if n["Alive"]]  # type: ignore[no-untyped-call]
+    task = build_probe_task()
+    pending = []
+    for node in sorted(nodes, key=lambda n: str(n["NodeID"])):
+        resources = node.get("Resources", {})
+        labels = tuple(sorted((str(k), str(v)) for k, v in (node.get("Labels") or {}).items()))
+        slots = int(resources.get(standin_resource, 0)) if standin_resource else 0
+        kinds = [
+            k.removeprefix("accelerator_type:")
+            for k in resources
+            if k.startswith("accelerator_type:")
+        ]
+        ref = task.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+        ).remote(
+            node_id=node["NodeID"],
+            node_ip=node.get("NodeManagerAddress", ""),
+            cache_dir=str(cache_dir),
+            standin_slots=slots,
+            labels=labels,
+            ray_gpus=int(resources.get("GPU", 0)),
+            ray_gpu_kind=kinds[0] if kinds else None,
+        )
+        pending.append((node, ref))
+    probes: list[NodeProbe] = []
+    problems: list[str] = []
+    for node, ref in pending:
+        try:
+            probes.append(ray.get(ref, timeout=config.probe_timeout_s))
+        except Exception as exc:
+            # A node that cannot answer is left out of admission rather than guessed at.
+            problems.append(f"node {node['NodeID'][:12]}: probe failed: {exc}".splitlines()[0])
+    problems += [f"override {s} matches no node" for s in unmatched(config.overrides, probes)]
+    facts = tuple(
+        apply_overrides(p, config.overrides, standin_memory_gib=standin_memory_gib) for p in probes
+    )
+    available = available_resources_per_node()  # type: ignore[no-untyped-call]
+    return ProbedCluster(facts=facts, available=dict(available), problems=tuple(problems))

@@ -1,0 +1,104 @@
+"""Typed records of one node's hardware, as probed and as finally used for admission."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from policies.inventory import Interconnect
+
+
+class GpuFactSource(StrEnum):
+    """Where a node's accelerator facts came from (the first that answered wins)."""
+
+    NVML = "nvml"
+    NVIDIA_SMI = "nvidia-smi"
+    DECLARED = "declared"
+    """No GPU seen: the CPU stand-in slots the node declares as a Ray resource."""
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    index: int
+    model: str
+    """The driver's product name, e.g. "NVIDIA H200"."""
+    memory_bytes: int
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    """What NVML or nvidia-smi told about a node's GPUs."""
+
+    devices: tuple[GpuDevice, ...]
+    interconnect: Interconnect | None
+    """NVLINK when every pair of GPUs is joined by NVLink, PCIE otherwise; None with one GPU
+    or when the links could not be read."""
+    source: GpuFactSource
+    p2p_ok: bool | None = None
+    """Whether every pair can read each other's memory peer-to-peer (NVML only)."""
+
+
+@dataclass(frozen=True)
+class NodeProbe:
+    """One node as its probe task saw it, before any operator override."""
+
+    node_id: str
+    node_ip: str
+    hostname: str
+    gpus: GpuFacts
+    standin_slots: int
+    """CPU stand-in accelerator slots the node declares (0 on GPU nodes or when none)."""
+    cache_dir: str
+    disk_free_bytes: int | None
+    host_ram_bytes: int | None
+    labels: tuple[tuple[str, str], ...] = ()
+    notes: tuple[str, ...] = ()
+    """Why a probe step gave nothing (NVML missing, nvidia-smi failed, ...)."""
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """One node's values after overrides: what admission plans with and `status` shows."""
+
+    node_id: str
+    node_ip: str
+    hostname: str
+    accelerator: str
+    """"gpu" or "standin"."""
+    gpu_model: str
+    gpu_count: int
+    gpu_memory_bytes: int
+    interconnect: Interconnect | None
+    disk_free_bytes: int | None
+    host_ram_bytes: int | None
+    cache_dir: str
+    source: GpuFactSource
+    overridden: tuple[str, ...] = ()
+    """Names of the fields an operator override set."""
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def name(self) -> str:
+        """The name admission and placement use for the node (Ray node id, first 12)."""
+        return self.node_id[:12]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "node": self.name,
+            "node_id": self.node_id,
+            "node_ip": self.node_ip,
+            "hostname": self.hostname,
+            "accelerator": self.accelerator,
+            "gpu_model": self.gpu_model,
+            "gpu_count": self.gpu_count,
+            "gpu_memory_bytes": self.gpu_memory_bytes,
+            "interconnect": None if self.interconnect is None else self.interconnect.value,
+            "disk_free_bytes": self.disk_free_bytes,
+            "host_ram_bytes": self.host_ram_bytes,
+            "cache_dir": self.cache_dir,
+            "source": self.source.value,
+            "overridden": list(self.overridden),
+            "notes": list(self.notes),
+        }

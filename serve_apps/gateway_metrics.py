@@ -1,0 +1,190 @@
+"""What the gateway measures, and where it goes.
+
+`Gateway` reports through the `GatewayMetrics` protocol; `RayGatewayMetrics` records into
+Ray's metrics pipeline (each node's agent exports it, so several gateway replicas on several
+nodes add up in Prometheus), and `RecordingGatewayMetrics` keeps everything in memory for
+tests. Labels are the model, the requested alias, outcome and status: never per request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from switchyard.observability.metric_names import (
+    GATEWAY_E2E,
+    GATEWAY_GENERATED_TOKENS,
+    GATEWAY_HELD,
+    GATEWAY_HOLD,
+    GATEWAY_IN_FLIGHT,
+    GATEWAY_ITL,
+    GATEWAY_PROMPT_TOKENS,
+    GATEWAY_REQUESTS,
+    GATEWAY_TTFT,
+    MetricSpec,
+)
+
+NO_MODEL = "-"
+"""The model label when the request never named a known model (401, 413, 404, bad JSON):
+the raw requested name would let clients create unbounded label values."""
+
+
+class RequestOutcome(StrEnum):
+    OK = "ok"
+    CLIENT_ERROR = "client_error"
+    """4xx: the request was refused (auth, size, unknown model, invalid fields)."""
+    UNAVAILABLE = "unavailable"
+    """5xx before the first byte: loading, draining, hold timeout, dead engine."""
+    STREAM_ERROR = "stream_error"
+    """The stream had started (200 sent) and broke; the client got an error event."""
+    CANCELLED = "cancelled"
+    """The client went away before the answer was complete."""
+
+
+class HoldOutcome(StrEnum):
+    RELEASED = "released"
+    TIMEOUT = "timeout"
+    QUEUE_FULL = "queue_full"
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One finished request, as the gateway saw it."""
+
+    model: str
+    alias: str
+    """The alias the client asked for, or "" when it named the model itself."""
+    outcome: RequestOutcome
+    status_code: int
+    seconds: float
+    ttft_s: float | None = None
+    inter_token_s: tuple[float, ...] = ()
+    prompt_tokens: int | None = None
+    generated_tokens: int | None = None
+
+
+class GatewayMetrics(Protocol):
+    def request_finished(self, record: RequestRecord) -> None: ...
+
+    def in_flight(self, counts: Mapping[str, int]) -> None:
+        """Requests in flight per model now (models missing from `counts` have none)."""
+
+    def held(self, counts: Mapping[str, int]) -> None:
+        """Requests held now per alias (aliases missing from `counts` have none)."""
+
+    def hold_finished(self, alias: str, outcome: HoldOutcome, seconds: float) -> None: ...
+
+
+@dataclass
+class RecordingGatewayMetrics:
+    """Keeps what the gateway reports, for tests and for reading back in-process."""
+
+    requests: list[RequestRecord] = field(default_factory=list)
+    in_flight_now: dict[str, int] = field(default_factory=dict)
+    held_now: dict[str, int] = field(default_factory=dict)
+    holds: list[tuple[str, HoldOutcome, float]] = field(default_factory=list)
+
+    def request_finished(self, record: RequestRecord) -> None:
+        self.requests.append(record)
+
+    def in_flight(self, counts: Mapping[str, int]) -> None:
+        self.in_flight_now = dict(counts)
+
+    def held(self, counts: Mapping[str, int]) -> None:
+        self.held_now = dict(counts)
+
+    def hold_finished(self, alias: str, outcome: HoldOutcome, seconds: float) -> None:
+        self.holds.append((alias, outcome, seconds))
+
+
+def ray_metric(spec: MetricSpec) -> Any:
+    """A `ray.util.metrics` instrument for `spec` (call inside a replica or actor)."""
+    from ray.util.metrics import Counter, Gauge, Histogram
+
+    if spec.kind == "counter":
+        return Counter(spec.name, description=spec.description, tag_keys=spec.labels)
+    if spec.kind == "gauge":
+        return Gauge(spec.name, description=spec.description, tag_keys=spec.labels)
+    return Histogram(
+        spec.name,
+        description=spec.description,
+        boundaries=list(spec.buckets),
+        tag_keys=spec.labels,
+    )
+
+
+class RayGatewayMetrics:
+    """Records into Ray's metrics pipeline; create it in the replica's constructor."""
+
+    def __init__(self) -> None:
+        self._requests = ray_metric(GATEWAY_REQUESTS)
+        self._prompt_tokens = ray_metric(GATEWAY_PROMPT_TOKENS)
+        self._generated_tokens = ray_metric(GATEWAY_GENERATED_TOKENS)
+        self._ttft = ray_metric(GATEWAY_TTFT)
+        self._itl = ray_metric(GATEWAY_ITL)
+        self._e2e = ray_metric(GATEWAY_E2E)
+        self._in_flight = ray_metric(GATEWAY_IN_FLIGHT)
+        self._held = ray_metric(GATEWAY_HELD)
+        self._hold = ray_metric(GATEWAY_HOLD)
+        # Gauges keep a label set until it is set again; remember every one so a model that
+        # went idle reads 0 instead of its last busy value.
+        self._seen_models: set[str] = set()
+        self._seen_aliases: set[str] = set()
+
+    def request_finished(self, record: RequestRecord) -> None:
+        model = {"model": record.model}
+        self._requests.inc(
+            1,
+            {
+                "model": record.model,
+                "alias": record.alias,
+                "outcome": record.outcome.value,
+                "status_code": str(record.status_code),
+            },
+        )
+        self._e2e.observe(record.seconds, {"model": record.model, "outcome": record.outcome.value})
+        if record.ttft_s is not None:
+            self._ttft.observe(record.ttft_s, model)
+        for gap in record.inter_token_s:
+            self._itl.observe(gap, model)
+        if record.prompt_tokens:
+            self._prompt_tokens.inc(record.prompt_tokens, model)
+        if record.generated_tokens:
+            self._generated_tokens.inc(record.generated_tokens, model)
+
+    def in_flight(self, counts: Mapping[str, int]) -> None:
+        self._seen_models.update(counts)
+        for name in self._seen_models:
+            self._in_flight.set(counts.get(name, 0), {"model": name})
+
+    def held(self, counts: Mapping[str, int]) -> None:
+        self._seen_aliases.update(counts)
+        for alias in self._seen_aliases:
+            self._held.set(counts.get(alias, 0), {"alias": alias})
+
+    def hold_finished(self, alias: str, outcome: HoldOutcome, seconds: float) -> None:
+        self._hold.observe(seconds, {"alias": alias, "outcome": outcome.value})
+
+
+class DiscardGatewayMetrics:
+    """Measures nothing: for gateways built without a metrics pipeline."""
+
+    def request_finished(self, record: RequestRecord) -> None:
+        return None
+
+    def in_flight(self, counts: Mapping[str, int]) -> None:
+        return None
+
+    def held(self, counts: Mapping[str, int]) -> None:
+        return None
+
+    def hold_finished(self, alias: str, outcome: HoldOutcome, seconds: float) -> None:
+        return None
+
+
+def outcome_of_status(status: int) -> RequestOutcome:
+    if status < 400:
+        return RequestOutcome.OK
+    return RequestOutcome.CLIENT_ERROR if status < 500 else RequestOutcome.UNAVAILABLE

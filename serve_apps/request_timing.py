@@ -1,0 +1,44 @@
+"""One request's timings and token counts as the gateway sees them, until it is recorded."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from serve_apps.gateway_metrics import NO_MODEL, RequestOutcome, RequestRecord
+from serve_apps.stream_usage import Usage
+
+
+@dataclass
+class RequestTiming:
+    started: float = field(default_factory=time.monotonic)
+    model: str = NO_MODEL
+    alias: str = ""
+    strip_usage: bool = False
+    """The gateway asked the engine for a usage report the client did not ask for."""
+    usage: Usage = field(default_factory=Usage)
+    first_chunk_at: float | None = None
+    last_chunk_at: float | None = None
+    gaps: list[float] = field(default_factory=list)
+
+    def chunk(self) -> None:
+        """A streamed chunk with content left the gateway now."""
+        at = time.monotonic()
+        if self.first_chunk_at is None:
+            self.first_chunk_at = at
+        elif self.last_chunk_at is not None:
+            self.gaps.append(at - self.last_chunk_at)
+        self.last_chunk_at = at
+
+    def record(self, outcome: RequestOutcome, status_code: int) -> RequestRecord:
+        return RequestRecord(
+            model=self.model,
+            alias=self.alias,
+            outcome=outcome,
+            status_code=status_code,
+            seconds=time.monotonic() - self.started,
+            ttft_s=None if self.first_chunk_at is None else self.first_chunk_at - self.started,
+            inter_token_s=tuple(self.gaps),
+            prompt_tokens=self.usage.prompt_tokens,
+            generated_tokens=self.usage.generated_tokens,
+        )

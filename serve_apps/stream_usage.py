@@ -1,0 +1,71 @@
+"""Token usage in an OpenAI server-sent-event stream, and hiding what the client didn't ask for.
+
+The gateway asks every streaming request's engine for a final usage report
+(`stream_options.include_usage`) so token counters are exact; when the client did not ask
+for it, that usage-only event (empty `choices`) is removed before it reaches the client.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+_DATA = "data: "
+# Only an event whose usage is an object is parsed: with include_usage, vLLM may also put
+# `"usage": null` in every token chunk, and parsing each of those would cost the gateway a
+# JSON decode per token.
+_USAGE_OBJECT = re.compile(r'"usage":\s*\{')
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int | None = None
+    generated_tokens: int | None = None
+
+    def take(self, usage: Any) -> None:
+        if not isinstance(usage, dict):
+            return
+        prompt, generated = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if isinstance(prompt, int):
+            self.prompt_tokens = prompt
+        if isinstance(generated, int):
+            self.generated_tokens = generated
+
+
+def request_usage(body: dict[str, Any]) -> bool:
+    """Make a streaming request report usage at its end; True if the client asked itself.
+
+    A `stream_options` that is not an object is left alone, for validation to refuse."""
+    options = body.get("stream_options")
+    if options is None:
+        options = {}
+    if not isinstance(options, dict):
+        return True
+    if options.get("include_usage"):
+        return True
+    body["stream_options"] = {**options, "include_usage": True}
+    return False
+
+
+def scan_events(text: str, usage: Usage, *, strip_usage: bool) -> str:
+    """Record usage found in `text` (one or more SSE events); drop usage-only events if
+    `strip_usage`. Events without a usage report pass through untouched."""
+    if _USAGE_OBJECT.search(text) is None:
+        return text
+    kept: list[str] = []
+    for event in text.split("\n\n"):
+        if not event:
+            continue
+        if event.startswith(_DATA) and _USAGE_OBJECT.search(event):
+            try:
+                payload = json.loads(event[len(_DATA) :])
+            except ValueError:
+                payload = None
+            if isinstance(payload, dict) and payload.get("usage"):
+                usage.take(payload["usage"])
+                if strip_usage and not payload.get("choices"):
+                    continue
+        kept.append(event + "\n\n")
+    return "".join(kept)

@@ -1,0 +1,1 @@
+"""Metrics, Prometheus and Grafana: one catalogue of metric names and what is built from it."""

@@ -1,0 +1,113 @@
+"""The cluster inventory through the CLI: `up --inventory FILE` overrides probed values,
+`status` shows every node's hardware (JSON and table, overrides marked), and
+`add --dry-run` reports the weights' real size and each node's disk verdict, changing nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.running_stack import (
+    SWITCHYARD,
+    RunningStack,
+    free_port,
+    stack_env,
+    wait_until,
+)
+
+GIB = 2**30
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    state_dir = tmp_path_factory.mktemp("inventory-stack")
+    inventory = state_dir / "inventory.yaml"
+    # The one node is this machine (Ray may report any of its addresses, so it is named by
+    # hostname); the override corrects its RAM and the cache disk.
+    inventory.write_text(
+        f"overrides:\n  - node_name: {socket.gethostname()}\n"
+        "    host_ram_gib: 64\n    disk_free_gib: 500\n"
+    )
+    running = RunningStack(
+        state_dir=state_dir, port=free_port(), ray_port=free_port(), dashboard_port=free_port()
+    )
+    result = running.up("--inventory", str(inventory))
+    try:
+        assert result.returncode == 0, result.stdout + result.stderr
+        yield running
+    finally:
+        running.down()
+        assert wait_until(lambda: not running.processes(), 60), "Ray processes left behind"
+
+
+def _cli(stack: RunningStack, *args: str) -> subprocess.CompletedProcess[str]:
+    env = stack_env(stack.state_dir)
+    # Wide enough that rich keeps each table row on one line when piped.
+    env["COLUMNS"] = "200"
+    return subprocess.run(
+        [SWITCHYARD, *args, "--state-dir", str(stack.state_dir)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        check=False,
+    )
+
+
+def test_status_json_has_the_probed_inventory_with_overrides_marked(stack: RunningStack) -> None:
+    inventory = stack.status()["inventory"]
+    assert isinstance(inventory, dict)
+    (node,) = inventory["nodes"]
+    assert node["hostname"] == socket.gethostname()
+    assert node["node_ip"]
+    assert (node["accelerator"], node["gpu_model"], node["gpu_count"]) == (
+        "standin",
+        "cpu-standin",
+        4,
+    )
+    assert node["interconnect"] == "host_memory"
+    assert node["host_ram_bytes"] == 64 * GIB
+    assert node["disk_free_bytes"] == 500 * GIB
+    assert sorted(node["overridden"]) == ["disk_free_bytes", "host_ram_bytes"]
+    assert node["cache_dir"] == str(stack.state_dir / "cache")
+    assert inventory["problems"] == []
+
+
+def test_status_table_shows_the_inventory(stack: RunningStack) -> None:
+    result = _cli(stack, "status")
+    assert result.returncode == 0, result.stderr
+    assert "inventory (* = overridden)" in result.stdout
+    assert "cpu-standin" in result.stdout
+    assert "64.0 GiB*" in result.stdout
+    assert "500.0 GiB*" in result.stdout
+
+
+def test_add_dry_run_reports_real_size_and_disk_verdict_per_node(stack: RunningStack) -> None:
+    before = stack.status()["models"]
+    result = _cli(stack, "add", "miniature:llama", "--name", "mini-llama", "--dry-run", "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    outcome = json.loads(result.stdout)
+    assert outcome["outcome"] == "done"
+    weights = outcome["details"]["weights"]
+    assert weights["source"] == "miniature:llama"
+    assert 0 < weights["weight_bytes"] <= weights["total_bytes"]
+    (verdict,) = weights["disk"]
+    # A generated miniature is not copied into the cache: nothing more is needed.
+    assert verdict["need_bytes"] == 0
+    assert verdict["free_bytes"] == 500 * GIB
+    assert verdict["usable_bytes"] == 499 * GIB  # the manager keeps 1 GiB in reserve
+    assert verdict["fits"] is True
+    assert stack.status()["models"] == before
+
+
+def test_add_dry_run_text_names_the_size_and_the_verdict(stack: RunningStack) -> None:
+    result = _cli(stack, "add", "miniature:llama", "--name", "mini-llama", "--dry-run")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "weights of miniature:llama:" in result.stdout
+    assert "disk: node " in result.stdout
+    assert "fits (499.0 GiB usable = 500.0 GiB free - 1.0 GiB reserve" in result.stdout

@@ -1,0 +1,246 @@
+"""The fleet manager under faults, against real Ray with Serve stood in:
+
+- killed at each point of a hot swap, a restarted manager converges to exactly one
+  consistent state every time (one model serving `default`, recorded with its own config,
+  the other gone from Serve and the routing table, nothing held, the journal closed);
+- a disk that fills while NEW is staged rejects the swap before OLD is touched;
+- a model that loses its replicas (engine or node lost) is marked DEGRADED with the reason,
+  and READY again once Serve has re-placed it.
+
+Real: a local Ray instance, the registry actor, the journal on disk, admission and staging.
+Stood in: Serve applications and the warm-up request (see serve_standin.py for why). Each
+kill case prints a `phase -> outcome` row; RELIABILITY.md carries the table.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster.fleet_manager import FleetManager, ManagerSettings
+from cluster.journal import Journal
+from cluster.model_materializer import staged_model_path
+from cluster.staging.errors import StagingError
+from serve_apps.deployment_config import AcceleratorConfig, EngineConfig, ModelDeploymentConfig
+from serve_apps.model_state import ModelState
+
+from .serve_standin import (
+    RUNNING,
+    UNHEALTHY,
+    Killed,
+    KillingJournal,
+    KillSwitch,
+    ServeApps,
+    StandInCluster,
+    StandInDeployer,
+)
+
+CPU = AcceleratorConfig(kind="cpu")
+OLD = ModelDeploymentConfig(
+    name="mini-old",
+    source="miniature:llama",
+    aliases=("default",),
+    accelerator=CPU,
+    engine=EngineConfig(enforce_eager=True, max_model_len=512),
+)
+# NEW differs from OLD in an engine setting, so a restart that rebuilds NEW's record from
+# OLD's config is caught.
+NEW = ModelDeploymentConfig(
+    name="mini-new",
+    source="miniature:llama",
+    accelerator=CPU,
+    engine=EngineConfig(enforce_eager=True, max_model_len=256),
+)
+
+
+@dataclass(frozen=True)
+class KillCase:
+    label: str
+    point: str
+    model: str | None
+    survivor: str
+    """The model serving `default` once the restarted manager has reconciled."""
+    outcome: str
+    redeploys: int
+    """Engine starts the restart itself needs (OLD brought back)."""
+    new_fails_warm_up: bool = False
+
+
+CASES = [
+    KillCase("preflight (staging NEW)", "staging", None, OLD.name, "rolled_back", 0),
+    KillCase("draining", "drain", OLD.name, OLD.name, "rolled_back", 0),
+    KillCase("removing_old (OLD deleted)", "wait_freed", OLD.name, OLD.name, "rolled_back", 1),
+    KillCase(
+        "deploying_new (NEW starting)", "deploy:starting", NEW.name, OLD.name, "rolled_back", 1
+    ),
+    KillCase("deploying_new (NEW warming up)", "warm_up", NEW.name, NEW.name, "done", 0),
+    KillCase("switching (nothing moved yet)", "journaled:switching", None, NEW.name, "done", 0),
+    KillCase("switching (snapshot written)", "snapshot_saved", None, NEW.name, "done", 0),
+    KillCase(
+        "rolling_back (OLD redeploying)",
+        "deploy:starting",
+        OLD.name,
+        OLD.name,
+        "rolled_back",
+        1,
+        new_fails_warm_up=True,
+    ),
+]
+
+
+@dataclass
+class Fleet:
+    """One manager lifetime: what a restart rebuilds from the state dir."""
+
+    manager: FleetManager
+    journal: Journal
+
+
+def _settings(state_dir: Path) -> ManagerSettings:
+    return ManagerSettings(
+        state_dir=state_dir, accelerator=CPU, drain_timeout_s=5, free_timeout_s=5
+    )
+
+
+def _start_manager(
+    state_dir: Path,
+    registry: Any,
+    serve: ServeApps,
+    kill: KillSwitch,
+    miniatures: Path,
+    **cluster_options: Any,
+) -> Fleet:
+    materialize = staged_model_path(miniatures)
+    journal = KillingJournal(state_dir / "manager", kill)
+    manager = FleetManager(
+        _settings(state_dir),
+        registry,
+        StandInDeployer(registry, serve, kill, materialize),
+        journal,
+        StandInCluster(registry, materialize, serve, kill, **cluster_options),
+    )
+    manager.reconcile()
+    return Fleet(manager, journal)
+
+
+def _serving_old(state_dir: Path, serve: ServeApps) -> None:
+    """OLD was serving `default` before the swap began."""
+    Journal(state_dir / "manager").save_snapshot(
+        {
+            "models": {OLD.name: {"config": OLD.model_dump(mode="json"), "state": "ready"}},
+            "aliases": {"default": OLD.name},
+        }
+    )
+    serve.apps[OLD.app_name] = RUNNING
+
+
+def _swap_request() -> dict[str, Any]:
+    return {"kind": "swap", "old": OLD.name, "config": NEW.model_dump(mode="json")}
+
+
+def _assert_one_consistent_state(
+    fleet: Fleet, registry: Any, serve: ServeApps, survivor: str
+) -> None:
+    import ray
+
+    gone = NEW.name if survivor == OLD.name else OLD.name
+    original = OLD if survivor == OLD.name else NEW
+    state = fleet.manager.fleet()
+    assert set(state["models"]) == {survivor}
+    assert state["aliases"] == {"default": survivor}
+    recorded = ModelDeploymentConfig.model_validate(state["models"][survivor]["config"])
+    assert recorded == original.model_copy(update={"aliases": ("default",)})
+    assert fleet.journal.load_snapshot() == json.loads(json.dumps(state))
+    assert serve.apps == {f"model-{survivor}": RUNNING}
+    table = ray.get(registry.table.remote())
+    assert table.models[survivor].state == ModelState.READY
+    assert gone not in table.models or table.models[gone].state != ModelState.READY
+    assert dict(table.aliases) == {"default": survivor}
+    assert table.held_aliases == frozenset()
+    assert fleet.journal.unfinished() is None
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.label for c in CASES])
+def test_a_manager_killed_mid_swap_converges_to_one_consistent_state(
+    case: KillCase, registry: Any, miniatures: Path, tmp_path: Path
+) -> None:
+    serve = ServeApps()
+    _serving_old(tmp_path, serve)
+    kill = KillSwitch(case.point, case.model)
+    failing = frozenset({NEW.name}) if case.new_fails_warm_up else frozenset()
+    before = _start_manager(tmp_path, registry, serve, kill, miniatures, fail_warm_up=failing)
+    with pytest.raises(Killed):
+        before.manager.run(_swap_request())
+    assert kill.fired
+    interrupted = before.journal.unfinished()
+    assert interrupted is not None
+    starts_before = len(serve.deployed)
+
+    # The actor restarts: a new manager over the same state dir, registry and Serve.
+    after = _start_manager(tmp_path, registry, serve, KillSwitch(), miniatures)
+    end = [e for e in after.journal.entries() if e.get("after_restart")][-1]
+    assert end["outcome"] == case.outcome, end
+    _assert_one_consistent_state(after, registry, serve, case.survivor)
+    assert len(serve.deployed) - starts_before == case.redeploys
+    print(
+        f"\nPHASE-OUTCOME | {case.label} | journal phase {interrupted.get('phase')} | "
+        f"{end['outcome']} | {case.survivor} serves | engine starts on restart: "
+        f"{case.redeploys}"
+    )
+
+
+def test_a_disk_that_fills_while_staging_new_rejects_the_swap_and_old_keeps_serving(
+    registry: Any, miniatures: Path, tmp_path: Path
+) -> None:
+    import ray
+
+    serve = ServeApps()
+    _serving_old(tmp_path, serve)
+    full = StagingError(
+        f"{NEW.source}: the cache volume filled up during the download (something else "
+        "wrote to it; raise reserve_gib): [Errno 28] No space left on device"
+    )
+    fleet = _start_manager(
+        tmp_path, registry, serve, KillSwitch(), miniatures, staging_error={NEW.source: full}
+    )
+    version = ray.get(registry.table.remote()).version
+    result = fleet.manager.run(_swap_request())
+    assert result["outcome"] == "rejected"
+    assert "filled up during the download" in result["message"]
+    assert "nothing changed" in result["message"]
+    phases = [e["phase"] for e in fleet.journal.entries() if e.get("event") == "phase"]
+    assert phases == ["preflight"], "OLD was never drained"
+    assert serve.deployed == []
+    assert ray.get(registry.table.remote()).version == version, "routing table untouched"
+    _assert_one_consistent_state(fleet, registry, serve, OLD.name)
+
+
+def test_a_model_that_loses_its_replicas_is_degraded_then_ready_once_re_placed(
+    registry: Any, miniatures: Path, tmp_path: Path
+) -> None:
+    import ray
+
+    serve = ServeApps()
+    _serving_old(tmp_path, serve)
+    fleet = _start_manager(tmp_path, registry, serve, KillSwitch(), miniatures)
+    assert fleet.manager.check_health() == []
+
+    serve.apps[OLD.app_name] = UNHEALTHY  # its node is gone; Serve is re-placing it
+    (change,) = fleet.manager.check_health()
+    assert change["state"] == "degraded"
+    route = ray.get(registry.table.remote()).models[OLD.name]
+    assert route.state == ModelState.DEGRADED
+    assert route.error and "re-placing it when capacity allows" in route.error
+    assert fleet.manager.check_health() == [], "reported once, not on every pass"
+
+    serve.apps[OLD.app_name] = RUNNING  # a replica runs again elsewhere
+    (change,) = fleet.manager.check_health()
+    assert change["state"] == "ready"
+    assert ray.get(registry.table.remote()).models[OLD.name].state == ModelState.READY
+    events = [e for e in fleet.journal.entries() if e.get("event") == "health"]
+    assert [e["state"] for e in events] == ["degraded", "ready"]
+    assert fleet.journal.unfinished() is None

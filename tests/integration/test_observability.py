@@ -1,0 +1,262 @@
+"""Observability on the real stack: a miniature serves traffic, one swap moves `default` to a
+second miniature, and a real Prometheus server (run by `switchyard metrics prometheus`,
+scraping Ray's metrics agents through the service-discovery file) has data for every PromQL
+expression of every dashboard panel and annotation; the swap's metrics name both models and
+every phase; `switchyard status` reports tok/s and p95 TTFT per model.
+
+One stack is shared by the module; the tests run in file order.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from switchyard.commands.metrics import DEBIAN_PROMETHEUS
+from switchyard.observability import promql
+from switchyard.observability.dashboards import every_expression
+from switchyard.observability.metric_names import (
+    LAST_SWAP_PHASE_SECONDS,
+    MODEL_STATE,
+    SWAP_IN_PROGRESS,
+)
+from tests.support.recording_http import Answer, recording_server
+from tests.support.running_stack import SWITCHYARD, RunningStack, free_port, stack_env, wait_until
+
+pytestmark = pytest.mark.skipif(
+    not Path(DEBIAN_PROMETHEUS).is_file(),
+    reason=f"no Prometheus server at {DEBIAN_PROMETHEUS} (`make setup` installs Debian's "
+    "`prometheus` where apt is usable)",
+)
+
+KIMI = "mini-kimi-k2.5"
+LLAMA = "mini-llama"
+# Ray's agents export every 10 s; Prometheus scrapes every 2 s here. Two exports plus a
+# scrape are enough for any series to show up.
+EXPORT_WAIT_S = 25
+
+
+@dataclass
+class Observed:
+    stack: RunningStack
+    prometheus_url: str
+    started_at: float
+    swap_log: str
+
+
+def _query_range(url: str, expr: str, start: float, end: float) -> list[dict[str, Any]]:
+    params = urllib.parse.urlencode(
+        {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": "5"}
+    )
+    with urllib.request.urlopen(f"{url}/api/v1/query_range?{params}", timeout=30) as reply:
+        body = json.loads(reply.read())
+    assert body["status"] == "success", body
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
+def _traffic(stack: RunningStack, stop: threading.Event, answered: list[str]) -> None:
+    client = openai.OpenAI(base_url=stack.base_url, api_key="x", max_retries=0, timeout=600)
+    while not stop.is_set():
+        stream = client.chat.completions.create(
+            model="default",
+            messages=[{"role": "user", "content": "Count: one two three"}],
+            max_tokens=12,
+            stream=True,
+        )
+        model = ""
+        for chunk in stream:
+            model = chunk.model
+        client.completions.create(model="default", prompt="Hello there", max_tokens=6)
+        answered.append(model)
+
+
+@pytest.fixture(scope="module")
+def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
+    stack = RunningStack(
+        state_dir=tmp_path_factory.mktemp("observability-stack"),
+        port=free_port(),
+        ray_port=free_port(),
+        dashboard_port=free_port(),
+    )
+    prometheus: subprocess.Popen[str] | None = None
+    try:
+        result = stack.up()
+        assert result.returncode == 0, result.stdout + result.stderr
+        port = free_port()
+        prometheus = subprocess.Popen(
+            [
+                SWITCHYARD,
+                "metrics",
+                "prometheus",
+                "--port",
+                str(port),
+                "--scrape-interval-s",
+                "2",
+                "--state-dir",
+                str(stack.state_dir),
+            ],
+            env=stack_env(stack.state_dir),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        url = f"http://127.0.0.1:{port}"
+        assert wait_until(lambda: _ready(url), 60), "Prometheus did not start"
+        started_at = time.time()
+        stop, answered = threading.Event(), list[str]()
+        load = threading.Thread(target=_traffic, args=(stack, stop, answered), daemon=True)
+        load.start()
+        time.sleep(10)
+        swap = subprocess.run(
+            [
+                SWITCHYARD,
+                "swap",
+                KIMI,
+                "miniature:llama",
+                "--name",
+                LLAMA,
+                "--state-dir",
+                str(stack.state_dir),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env=stack_env(stack.state_dir),
+            check=False,
+        )
+        assert swap.returncode == 0, swap.stdout + swap.stderr
+        time.sleep(EXPORT_WAIT_S)
+        stop.set()
+        load.join(timeout=120)
+        assert KIMI in answered and LLAMA in answered, answered
+        time.sleep(EXPORT_WAIT_S)
+        yield Observed(stack, url, started_at, swap.stdout + swap.stderr)
+    finally:
+        if prometheus is not None:
+            prometheus.send_signal(signal.SIGTERM)
+            prometheus.wait(timeout=60)
+        stack.down()
+        assert wait_until(lambda: not stack.processes(), 60), "Ray processes left behind"
+
+
+def _ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as reply:
+            return bool(reply.status == 200)
+    except OSError:
+        return False
+
+
+def test_metrics_prometheus_scrapes_what_the_sd_file_lists_until_sigterm(tmp_path: Path) -> None:
+    """The command alone, against a stand-in metrics agent listed in an SD file."""
+
+    def agent(method: str, path: str, body: bytes) -> Answer:
+        return 200, "text/plain", "# TYPE ray_probe_total counter\nray_probe_total 7\n"
+
+    with recording_server(agent) as target:
+        sd_file = tmp_path / "sd.json"
+        sd_file.write_text(json.dumps([{"targets": [target.url.removeprefix("http://")]}]))
+        port = free_port()
+        command = [SWITCHYARD, "metrics", "prometheus", "--port", str(port)]
+        command += ["--sd-file", str(sd_file), "--state-dir", str(tmp_path)]
+        command += ["--scrape-interval-s", "1"]
+        server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            assert wait_until(lambda: _ready(url), 60), "Prometheus did not start"
+            assert (tmp_path / "prometheus" / "url").read_text().strip() == url
+            assert wait_until(
+                lambda: bool(_query_range(url, "ray_probe_total", time.time() - 60, time.time())),
+                60,
+            )
+        finally:
+            server.send_signal(signal.SIGTERM)
+            assert server.wait(timeout=60) == 0
+    assert not (tmp_path / "prometheus" / "url").exists()
+
+
+def _panel_expr(expr: str) -> str:
+    return expr.replace(promql.RATE_WINDOW, "1m")
+
+
+def test_prometheus_finds_every_node_agent_through_the_service_discovery_file(
+    observed: Observed,
+) -> None:
+    with urllib.request.urlopen(f"{observed.prometheus_url}/api/v1/targets", timeout=30) as r:
+        targets = json.loads(r.read())["data"]["activeTargets"]
+    healthy = [t for t in targets if t["health"] == "up"]
+    assert healthy, targets
+
+
+def test_every_dashboard_expression_returns_data(observed: Observed) -> None:
+    empty = [
+        expr
+        for expr in every_expression()
+        if not _query_range(
+            observed.prometheus_url, _panel_expr(expr), observed.started_at, time.time()
+        )
+    ]
+    if empty:
+        names = _query_range(
+            observed.prometheus_url,
+            'count by (__name__) ({__name__=~"ray_(vllm|switchyard).*"})',
+            observed.started_at,
+            time.time(),
+        )
+        known = sorted(n["metric"]["__name__"] for n in names)
+        pytest.fail(f"no data for {empty}; series present: {known}")
+
+
+def test_the_swap_shows_both_models_and_every_phase_duration(observed: Observed) -> None:
+    url, start, end = observed.prometheus_url, observed.started_at, time.time()
+    phases = _query_range(url, LAST_SWAP_PHASE_SECONDS.exported, start, end)
+    seen = {(s["metric"]["old"], s["metric"]["new"], s["metric"]["phase"]) for s in phases}
+    for phase in ("preflight", "draining", "removing_old", "deploying_new", "switching"):
+        assert (KIMI, LLAMA, phase) in seen, seen
+    deploy = next(s for s in phases if s["metric"]["phase"] == "deploying_new")
+    assert float(deploy["values"][-1][1]) > 1.0, "starting an engine takes seconds"
+    annotations = _query_range(url, f"{SWAP_IN_PROGRESS.exported} > 0", start, end)
+    assert {(a["metric"]["old"], a["metric"]["new"]) for a in annotations} == {(KIMI, LLAMA)}
+    states = _query_range(url, f"{MODEL_STATE.exported} == 1", start, end)
+    assert {KIMI, LLAMA} <= {s["metric"]["model"] for s in states}
+
+
+def test_status_reports_tokens_per_second_and_p95_ttft_per_model(observed: Observed) -> None:
+    result = subprocess.run(
+        [
+            SWITCHYARD,
+            "status",
+            "--json",
+            "--state-dir",
+            str(observed.stack.state_dir),
+            "--prometheus",
+            observed.prometheus_url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=stack_env(observed.stack.state_dir),
+        check=True,
+    )
+    status = json.loads(result.stdout)
+    assert status["metrics"]["source"] == observed.prometheus_url
+    assert status["metrics"]["prometheus_service_discovery_file"].endswith(
+        "prom_metrics_service_discovery.json"
+    )
+    (llama,) = [m for m in status["models"] if m["name"] == LLAMA]
+    assert llama["generated_tok_s"] is not None
+    by_model = {m["model"]: m for m in status["metrics"]["models"]}
+    assert by_model[LLAMA]["ttft_p95_s"] is not None and by_model[LLAMA]["ttft_p95_s"] > 0

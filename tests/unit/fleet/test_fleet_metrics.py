@@ -1,0 +1,109 @@
+"""What the fleet manager reports to its metrics sink: every phase with its duration and,
+for swaps, both models; every operation's outcome; admission decisions by reason code; and
+accelerators per node from Ray's resource tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster.fleet_manager import FleetManager, ManagerSettings
+from cluster.fleet_metrics import RecordingFleetMetrics, SwapSubject
+from cluster.fleet_sampler import accelerator_resource, node_usage
+from cluster.journal import Journal
+from cluster.operation import OperationKind, Outcome, SwapPhase
+from serve_apps.deployment_config import AcceleratorConfig, ModelDeploymentConfig
+
+
+def manager(tmp_path: Path, metrics: RecordingFleetMetrics) -> FleetManager:
+    unused: Any = None  # these tests never reach Ray, Serve or the deployer
+    return FleetManager(
+        ManagerSettings(state_dir=tmp_path),
+        unused,
+        unused,
+        Journal(tmp_path / "manager"),
+        unused,
+        metrics=metrics,
+    )
+
+
+def test_a_swap_reports_each_phase_with_both_models_and_its_outcome(tmp_path: Path) -> None:
+    metrics = RecordingFleetMetrics()
+    op = manager(tmp_path, metrics)._begin(
+        OperationKind.SWAP, {"old": "kimi", "new": "minimax", "dry_run": False}
+    )
+    op.phase(SwapPhase.PREFLIGHT, "admission")
+    op.phase(SwapPhase.DRAINING, "holding")
+    op.end(Outcome.DONE, "replaced")
+    subject = SwapSubject("kimi", "minimax")
+    assert metrics.started == [
+        ("swap", "preflight", subject),
+        ("swap", "draining", subject),
+    ]
+    assert [(k, p, s) for k, p, _, s in metrics.phases] == [
+        ("swap", "preflight", subject),
+        ("swap", "draining", subject),
+    ]
+    assert all(seconds >= 0 for _, _, seconds, _ in metrics.phases)
+    ((kind, outcome, seconds, swap),) = metrics.operations
+    assert (kind, outcome, swap) == ("swap", "done", subject)
+    assert seconds >= sum(s for _, _, s, _ in metrics.phases)
+
+
+def test_a_dry_run_swap_is_not_labelled_as_a_swap_of_two_models(tmp_path: Path) -> None:
+    metrics = RecordingFleetMetrics()
+    op = manager(tmp_path, metrics)._begin(
+        OperationKind.SWAP, {"old": "kimi", "new": "minimax", "dry_run": True}
+    )
+    op.phase(SwapPhase.PREFLIGHT, "admission")
+    op.end(Outcome.DONE, "dry run")
+    assert metrics.started == [("swap", "preflight", None)]
+    assert metrics.operations[0][3] is None
+
+
+def test_a_refused_change_counts_as_rejected(tmp_path: Path) -> None:
+    metrics = RecordingFleetMetrics()
+    manager(tmp_path, metrics)._refusal(OperationKind.ADD, "another change is running")
+    assert metrics.operations == [("add", "rejected", 0.0, None)]
+
+
+def test_a_name_conflict_is_an_admission_rejection_with_its_reason(tmp_path: Path) -> None:
+    metrics = RecordingFleetMetrics()
+    fleet = manager(tmp_path, metrics)
+    config = ModelDeploymentConfig(name="kimi", source="miniature:kimi-k2.5")
+    fleet._models["kimi"] = {"config": config.model_dump(mode="json"), "state": "ready"}
+    op = fleet._begin(OperationKind.ADD, {"name": "kimi"})
+    _, reasons = fleet._preflight(op, config, freed=None)
+    assert reasons
+    assert metrics.admissions == [(False, ("name_conflict",))]
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "resource"),
+    [(AcceleratorConfig(kind="gpu"), "GPU"), (AcceleratorConfig(kind="cpu"), "accel_slot")],
+)
+def test_the_accelerator_resource_follows_the_cluster_kind(
+    accelerator: AcceleratorConfig, resource: str
+) -> None:
+    assert accelerator_resource(accelerator) == resource
+
+
+def test_node_usage_is_total_minus_available_and_disk_only_where_measured() -> None:
+    head, worker, cpu_only = "a" * 40, "b" * 40, "c" * 40
+    totals = {
+        head: {"GPU": 8.0, "CPU": 64.0},
+        worker: {"GPU": 4.0},
+        cpu_only: {"CPU": 16.0},
+    }
+    available = {head: {"GPU": 2.0}, worker: {"GPU": 4.0}, cpu_only: {"CPU": 16.0}}
+    usage = node_usage(
+        totals, available, "GPU", local_node=head, staged_bytes=123, disk_free_bytes=456
+    )
+    assert [(u.node, u.accelerators, u.accelerators_claimed) for u in usage] == [
+        ("a" * 12, 8, 6),
+        ("b" * 12, 4, 0),
+    ]
+    assert (usage[0].staged_bytes, usage[0].disk_free_bytes) == (123, 456)
+    assert (usage[1].staged_bytes, usage[1].disk_free_bytes) == (None, None)

@@ -1,0 +1,202 @@
+"""Every invalid value given to a `switchyard` command is refused the same way: exit code 2
+and one line on stderr that names the field, before anything touches a cluster, the Hub
+or the disk.
+
+Each case runs the real entry point in-process. What would start work (a stack, a fleet
+operation, staging, a benchmark) is replaced by a tripwire, so a value that slips through
+validation fails the test instead of starting a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from switchyard.cli import main
+from switchyard.exit_codes import ExitCode
+
+
+class ReachedWork(AssertionError):
+    """Validation let a bad value through: the command went on to do real work."""
+
+
+def _tripwire(*_: Any, **__: Any) -> Any:
+    raise ReachedWork("the command got past validation with a bad value")
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in ("SWITCHYARD_API_KEY", "RAY_ADDRESS", "RAY_AUTH_MODE", "SWITCHYARD_CACHE_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SWITCHYARD_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("switchyard.commands.up._has_gpu", lambda: False)
+    monkeypatch.setattr("switchyard.stack.Stack", _tripwire)
+    monkeypatch.setattr("switchyard.fleet_client.resolve_address", _tripwire)
+    monkeypatch.setattr("cluster.staging.fetch_manifest", _tripwire)
+    monkeypatch.setattr("cluster.staging.stage", _tripwire)
+    monkeypatch.setattr("switchyard.bench.tokenizer_source.locate_tokenizer", _tripwire)
+
+
+@pytest.fixture
+def bad_configs(tmp_path: Path) -> Path:
+    """config.json files `plan` reads: one that is not JSON, one that is not a model's."""
+    (tmp_path / "not-json").mkdir()
+    (tmp_path / "not-json" / "config.json").write_text("{not json")
+    (tmp_path / "no-arch").mkdir()
+    (tmp_path / "no-arch" / "config.json").write_text(json.dumps({"hidden_size": 8}))
+    (tmp_path / "list").mkdir()
+    (tmp_path / "list" / "config.json").write_text("[1, 2]")
+    return tmp_path
+
+
+@pytest.fixture
+def bad_inventories(tmp_path: Path) -> Path:
+    """`up --inventory` files: not YAML, not a mapping, an unknown field."""
+    (tmp_path / "not-yaml.yaml").write_text("nodes: [\n")
+    (tmp_path / "list.yaml").write_text("- 1\n")
+    (tmp_path / "unknown.yaml").write_text("bogus: 1\n")
+    return tmp_path
+
+
+PLAN = ["plan", "switchyard/reference_configs/Kimi-K2.5.config.json", "--gpu", "h200"]
+ADD = ["add", "miniature:llama", "--name", "ok"]
+SWAP = ["swap", "old", "miniature:llama", "--name", "ok"]
+
+# (argv, text the one line must contain: the field as the user knows it)
+CASES: list[tuple[list[str], str]] = [
+    # up: flags and the StackConfig they build
+    (["up", "--port", "0"], "port"),
+    (["up", "--port", "70000"], "port"),
+    (["up", "--port", "http"], "--port"),
+    (["up", "--tp", "0"], "tp"),
+    (["up", "--max-model-len", "8"], "max_model_len"),
+    (["up", "--name", "bad name!"], "name"),
+    (["up", "--alias", ""], "aliases"),
+    (["up", "--alias=-x"], "aliases"),
+    (["up", "--model", ""], "source"),
+    (["up", "--host", "0.0.0.0"], "host"),
+    (["up", "--host", "192.0.2.7"], "host"),
+    (["up", "--ray-port", "80"], "port"),
+    (["up", "--dashboard-port", "99999"], "dashboard_port"),
+    (["up", "--accelerator", "tpu"], "--accelerator"),
+    (["up", "--name", "a", "--name", "b"], "--name"),
+    (["up", "--model", "miniature:llama", "--model", "miniature:llama"], "models"),
+    (["up", "--model", "miniature:llama", "--name", "default"], "aliases"),
+    # add / swap: the new model's deployment config
+    (["add", "miniature:llama", "--name", "bad name!"], "name"),
+    ([*ADD, "--tp", "0"], "layout.tp"),
+    ([*ADD, "--pp", "-1"], "layout.pp"),
+    ([*ADD, "--dp", "65"], "layout.dp"),
+    ([*ADD, "--dp", "2", "--ep"], "layout"),
+    ([*ADD, "--max-model-len", "1"], "engine.max_model_len"),
+    ([*ADD, "--alias", "no spaces"], "aliases"),
+    ([*ADD, "--tp", "two"], "--tp"),
+    (["add", "miniature:llama"], "--name"),
+    (["add", "", "--name", "ok"], "source"),
+    ([*SWAP, "--tp", "0"], "layout.tp"),
+    ([*SWAP, "--max-model-len", "0"], "engine.max_model_len"),
+    (["swap", "old", "miniature:llama", "--name", "x y"], "name"),
+    # alias / remove
+    (["alias", "set", "bad alias", "ok"], "alias"),
+    (["alias", "unset", "a", "b"], "action"),
+    (["remove", "bad name!"], "name"),
+    # stage
+    (["stage", ""], "source"),
+    (["stage", "miniature:llama", "--reserve-gib", "-1"], "reserve_gib"),
+    (["stage", "miniature:llama", "--reserve-gib", "lots"], "--reserve-gib"),
+    # plan: flags and the config.json it reads
+    ([*PLAN, "--gpus-per-node", "0"], "--gpus-per-node"),
+    ([*PLAN, "--gpus-per-node", "8", "--nodes", "0"], "--nodes"),
+    (
+        [*PLAN, "--gpus-per-node", "8", "--gpu-memory-utilization", "1.5"],
+        "--gpu-memory-utilization",
+    ),
+    ([*PLAN, "--gpus-per-node", "8", "--disk-free-gib", "-1"], "--disk-free-gib"),
+    ([*PLAN, "--gpus-per-node", "8", "--weights-gib", "0"], "--weights-gib"),
+    ([*PLAN, "--gpus-per-node", "8", "--max-model-len", "0"], "--max-model-len"),
+    ([*PLAN, "--gpus-per-node", "8", "--kv-cache-dtype", "int4"], "--kv-cache-dtype"),
+    (["plan", PLAN[1], "--gpu", "tpu-v9", "--gpus-per-node", "8"], "--gpu"),
+    (["plan", "/no/such/config.json", "--gpu", "h200", "--gpus-per-node", "8"], "MODEL"),
+    # miniature
+    (["miniature", "gpt-9", "/tmp/out"], "name"),
+    # bench
+    (["bench", "--concurrency", "1,x"], "--concurrency"),
+    (["bench", "--concurrency", "0"], "concurrency"),
+    (["bench", "--num-prompts", "0"], "--num-prompts"),
+    (["bench", "--input-len", "0"], "--input-len"),
+    (["bench", "--output-len", "-3"], "--output-len"),
+    (["bench", "--request-rate", "-1"], "--request-rate"),
+    (["bench", "--during-swap", "old", "miniature:llama"], "--name"),
+]
+
+# (config.json's folder, what the line names: the file, or the field that is wrong in it)
+CONFIG_FILE_CASES = [
+    ("not-json", "config.json"),
+    ("no-arch", "architectures"),
+    ("list", "config.json"),
+]
+
+
+def _refusal(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    try:
+        code = main(argv)
+    except SystemExit as exit_:  # argparse's own refusals
+        code = exit_.code  # type: ignore[assignment]
+    out, err = capsys.readouterr()
+    assert code == ExitCode.BAD_INPUT, f"exit {code}; stdout={out!r} stderr={err!r}"
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert out == ""
+    return lines[0]
+
+
+@pytest.mark.parametrize(("argv", "field"), CASES, ids=[" ".join(a) for a, _ in CASES])
+def test_an_invalid_value_exits_2_with_one_line_naming_the_field(
+    argv: list[str], field: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = _refusal(argv, capsys)
+    assert field in line, line
+
+
+@pytest.mark.parametrize(("config", "named"), CONFIG_FILE_CASES)
+def test_a_bad_model_config_file_exits_2_with_one_line_naming_it(
+    config: str, named: str, bad_configs: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = bad_configs / config / "config.json"
+    line = _refusal(["plan", str(path), "--gpu", "h200", "--gpus-per-node", "8"], capsys)
+    assert named in line, line
+
+
+@pytest.mark.parametrize(
+    ("name", "named"),
+    [
+        ("not-yaml", "--inventory"),
+        ("list", "--inventory"),
+        ("unknown", "bogus"),
+        ("absent", "--inventory"),
+    ],
+)
+def test_a_bad_inventory_file_exits_2_with_one_line_naming_it(
+    name: str, named: str, bad_inventories: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = _refusal(["up", "--inventory", str(bad_inventories / f"{name}.yaml")], capsys)
+    assert named in line, line
+
+
+def test_the_api_key_never_appears_in_a_refusal(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _refusal(["up", "--api-key", "sk-very-secret", "--port", "0"], capsys)
+    assert "sk-very-secret" not in line
+
+
+@pytest.mark.parametrize("key", ["", "two words", "cl\u00e9-secr\u00e8te", "tab\tkey"])
+def test_an_api_key_no_bearer_header_can_carry_is_refused_without_echoing_it(
+    key: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = _refusal(["up", "--api-key", "sk-fine", "--api-key", key], capsys)
+    assert "api_keys" in line and "API key #2" in line, line
+    if key:
+        assert key not in line
