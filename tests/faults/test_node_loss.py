@@ -24,8 +24,8 @@ import pytest
 
 from tests.support.running_stack import SWITCHYARD, free_port, stack_env, wait_until
 
-# Opt-in: a multi-raylet cluster with a stack on top takes 5-6 minutes here and has not yet
-# passed end to end on the shared CI machine (RELIABILITY.md); run it with
+# Opt-in: a multi-raylet cluster with a stack on top takes 4-6 minutes here and has passed
+# end to end only once so far (RELIABILITY.md); run it with
 # SWITCHYARD_NODE_LOSS_TEST=1 .venv/bin/pytest tests/faults/test_node_loss.py -s
 pytestmark = pytest.mark.skipif(
     os.environ.get("SWITCHYARD_NODE_LOSS_TEST") != "1",
