@@ -30,6 +30,7 @@ from serve_apps.gateway_metrics import (
 from serve_apps.gateway_settings import GatewaySettings
 from serve_apps.json_body import parse_json_object
 from serve_apps.model_backend import Method, ModelBackend
+from serve_apps.model_state import ModelState
 from serve_apps.openai_errors import GatewayError
 from serve_apps.replica_health import ReplicaHealthView
 from serve_apps.request_timing import RequestTiming
@@ -264,6 +265,9 @@ class Gateway:
                         )
                     return resolution.route
                 if isinstance(resolution, Refuse):
+                    refused = resolution.route
+                    if refused is not None and self._serving_again(refused):
+                        return refused
                     retry = self._settings.retry_after_s if resolution.status == 503 else None
                     raise GatewayError(
                         resolution.status,
@@ -295,6 +299,17 @@ class Gateway:
                 self._held -= 1
                 self._held_by_alias[requested] -= 1
                 self._metrics.hold_finished(requested, hold_outcome, loop.time() - held_since)
+
+    def _serving_again(self, route: ModelRoute) -> bool:
+        """A DEGRADED model that this gateway sees running a replica again is served.
+
+        The manager marks DEGRADED from its own poll of Serve every few seconds, so its mark
+        can lag a replica Serve has already replaced; replica health this gateway observed
+        after that mark overrides it (a lost node still shows 0 replicas, and is refused)."""
+        if route.state is not ModelState.DEGRADED:
+            return False
+        fresh = self._health.updated_at > self._routes.changed_at
+        return fresh and (self._health.running(route.app_name) or 0) > 0
 
     def _unavailable(self, message: str) -> GatewayError:
         return GatewayError(

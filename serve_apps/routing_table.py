@@ -95,7 +95,10 @@ class RoutingTable:
                 503, "model_unavailable", f"The model '{name}' failed to start: {route.error}"
             )
         return Refuse(
-            503, "model_unavailable", f"The model '{name}' is {route.state.value}; retry shortly."
+            503,
+            "model_unavailable",
+            f"The model '{name}' is {route.state.value}; retry shortly.",
+            route=route,
         )
 
 
@@ -114,6 +117,8 @@ class Refuse:
     status: int
     code: str
     message: str
+    route: ModelRoute | None = None
+    """The refused model, when it exists (a 503 for its state)."""
 
 
 Resolution = Forward | Hold | Refuse

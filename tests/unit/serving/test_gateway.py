@@ -694,3 +694,18 @@ async def test_the_model_list_shows_live_models_with_aliases_and_alias_entries()
         "alias_for": "a",
     }
     assert "gone" not in entries
+
+
+async def test_a_degraded_model_this_gateway_sees_running_again_is_served() -> None:
+    # The manager's DEGRADED mark comes from its own poll of Serve and can lag a replica
+    # Serve has already replaced: health this gateway saw after the mark overrides it.
+    async with serving(table_of(route("a", ModelState.DEGRADED)), running={"model-a": 1}) as h:
+        await asyncio.sleep(0.05)  # a few 10 ms health polls after the table loaded
+        assert (await h.chat(CHAT)).status_code == 200
+
+
+async def test_a_degraded_model_with_no_running_replica_is_still_refused() -> None:
+    async with serving(table_of(route("a", ModelState.DEGRADED)), running={"model-a": 0}) as h:
+        await asyncio.sleep(0.05)  # a few 10 ms health polls after the table loaded
+        response = await h.chat(CHAT)
+    assert "is degraded" in assert_unavailable(response)["message"]
