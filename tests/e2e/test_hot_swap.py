@@ -23,7 +23,6 @@ from tests.support.client_pool import ClientPool
 from tests.support.running_stack import (
     SWITCHYARD,
     RunningStack,
-    free_port,
     stack_env,
     wait_until,
 )
@@ -35,12 +34,7 @@ RAY = str(Path(sys.executable).with_name("ray"))
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    running = RunningStack(
-        state_dir=tmp_path_factory.mktemp("swap-stack"),
-        port=free_port(),
-        ray_port=free_port(),
-        dashboard_port=free_port(),
-    )
+    running = RunningStack.on_free_ports(tmp_path_factory.mktemp("swap-stack"))
     result = running.up()
     try:
         assert result.returncode == 0, result.stdout + result.stderr

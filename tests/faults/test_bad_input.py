@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.running_stack import RunningStack, free_port, wait_until
+from tests.support.running_stack import RunningStack, wait_until
 
 API_KEY = "sk-bad-input-suite"
 MODEL = "default"
@@ -44,12 +44,8 @@ class Memory:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    running = RunningStack(
-        state_dir=tmp_path_factory.mktemp("bad-input-stack"),
-        port=free_port(),
-        ray_port=free_port(),
-        dashboard_port=free_port(),
-        api_key=API_KEY,
+    running = RunningStack.on_free_ports(
+        tmp_path_factory.mktemp("bad-input-stack"), api_key=API_KEY
     )
     result = running.up(
         "--model", "miniature:llama", "--max-model-len", str(MAX_MODEL_LEN), timeout_s=600

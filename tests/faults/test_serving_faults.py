@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support.running_stack import RunningStack, free_port, stack_env, wait_until
+from tests.support.running_stack import RunningStack, stack_env, wait_until
 from tests.support.status_load import RequestOutcome, StatusLoad
 
 KIMI = "mini-kimi-k2.5"
@@ -34,12 +34,7 @@ check, up to about a minute on this 2-core machine.)"""
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    running = RunningStack(
-        state_dir=tmp_path_factory.mktemp("faults-stack"),
-        port=free_port(),
-        ray_port=free_port(),
-        dashboard_port=free_port(),
-    )
+    running = RunningStack.on_free_ports(tmp_path_factory.mktemp("faults-stack"))
     result = running.up(timeout_s=600)
     try:
         assert result.returncode == 0, result.stdout + result.stderr

@@ -18,7 +18,6 @@ import pytest
 from tests.support.running_stack import (
     SWITCHYARD,
     RunningStack,
-    free_port,
     stack_env,
     wait_until,
 )
@@ -32,13 +31,7 @@ LEVELS = (1, 4)
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    running = RunningStack(
-        state_dir=tmp_path_factory.mktemp("bench-stack"),
-        port=free_port(),
-        ray_port=free_port(),
-        dashboard_port=free_port(),
-        api_key=API_KEY,
-    )
+    running = RunningStack.on_free_ports(tmp_path_factory.mktemp("bench-stack"), api_key=API_KEY)
     result = running.up("--model", "miniature:llama")
     try:
         assert result.returncode == 0, result.stdout + result.stderr

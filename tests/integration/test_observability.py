@@ -85,12 +85,7 @@ def _traffic(stack: RunningStack, stop: threading.Event, answered: list[str]) ->
 
 @pytest.fixture(scope="module")
 def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
-    stack = RunningStack(
-        state_dir=tmp_path_factory.mktemp("observability-stack"),
-        port=free_port(),
-        ray_port=free_port(),
-        dashboard_port=free_port(),
-    )
+    stack = RunningStack.on_free_ports(tmp_path_factory.mktemp("observability-stack"))
     prometheus: subprocess.Popen[str] | None = None
     try:
         result = stack.up()

@@ -20,20 +20,14 @@ import httpx
 import psutil
 import pytest
 
-from tests.support.running_stack import SWITCHYARD, RunningStack, free_port, stack_env, wait_until
+from tests.support.running_stack import SWITCHYARD, RunningStack, stack_env, wait_until
 
 API_KEY = f"sk-secure-defaults-{uuid.uuid4().hex}"
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    running = RunningStack(
-        state_dir=tmp_path_factory.mktemp("secure-stack"),
-        port=free_port(),
-        ray_port=free_port(),
-        dashboard_port=free_port(),
-        api_key=API_KEY,
-    )
+    running = RunningStack.on_free_ports(tmp_path_factory.mktemp("secure-stack"), api_key=API_KEY)
     result = running.up("--model", "miniature:llama", "--max-model-len", "256", timeout_s=600)
     try:
         assert result.returncode == 0, result.stdout + result.stderr

@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from tests.support.running_stack import RunningStack, free_port, wait_until
+from tests.support.running_stack import RunningStack, wait_until
 
 API_KEY = "test-key-serving-plane"
 KIMI = "mini-kimi-k2.5"
@@ -25,13 +25,7 @@ LLAMA = "mini-llama"
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     state_dir: Path = tmp_path_factory.mktemp("serving-stack")
-    running = RunningStack(
-        state_dir=state_dir,
-        port=free_port(),
-        ray_port=free_port(),
-        dashboard_port=free_port(),
-        api_key=API_KEY,
-    )
+    running = RunningStack.on_free_ports(state_dir, api_key=API_KEY)
     result = running.up(
         "--model",
         "miniature:kimi-k2.5",

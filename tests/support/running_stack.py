@@ -40,6 +40,17 @@ class RunningStack:
     api_key: str | None = None
     log: list[str] = field(default_factory=list)
 
+    @classmethod
+    def on_free_ports(cls, state_dir: Path, *, api_key: str | None = None) -> RunningStack:
+        """A stack whose endpoint, Ray and dashboard ports are free now (modules share the box)."""
+        return cls(
+            state_dir=state_dir,
+            port=free_port(),
+            ray_port=free_port(),
+            dashboard_port=free_port(),
+            api_key=api_key,
+        )
+
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
