@@ -38,6 +38,8 @@ import httpx
 import psutil
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cluster.ray_runtime import local_head_processes
+
 SWITCHYARD = str(Path(sys.executable).with_name("switchyard"))
 GATEWAY_PROCESS = "ServeReplica:switchyard-gateway"
 MANAGER_PROCESS = "ManagerService"
@@ -87,30 +89,10 @@ class Soak:
     memory_peak: dict[str, float] = field(default_factory=dict)
 
 
-def stack_processes(state_dir: Path) -> list[psutil.Process]:
-    """Processes of the local Ray session `switchyard up` recorded (daemons and workers)."""
-    marker = state_dir / "local_head.json"
-    if not marker.exists():
-        return []
-    session = json.loads(marker.read_text()).get("session_dir")
-    if not session:
-        return []
-    found: dict[int, psutil.Process] = {}
-    for proc in psutil.process_iter(["cmdline"]):
-        if any(session in arg for arg in (proc.info.get("cmdline") or [])):
-            found[proc.pid] = proc
-            try:
-                for child in proc.children(recursive=True):
-                    found[child.pid] = child
-            except psutil.NoSuchProcess:
-                continue
-    return list(found.values())
-
-
 def memory_mib(state_dir: Path) -> dict[str, float]:
     """RSS (MiB) of the gateway replicas together and of the manager actor."""
     totals = {"gateway_rss_mib": 0.0, "manager_rss_mib": 0.0}
-    for proc in stack_processes(state_dir):
+    for proc in local_head_processes(state_dir):
         try:
             title = " ".join(proc.cmdline())
             rss = proc.memory_info().rss / MIB

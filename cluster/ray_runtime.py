@@ -16,11 +16,15 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from cluster.ray_auth import apply_token_auth_default
 from cluster.serve_tuning import with_serve_tuning
+
+if TYPE_CHECKING:
+    import psutil
 
 LOCAL_HEAD_MARKER = "local_head.json"
 
@@ -164,6 +168,31 @@ def _session_dir_of_head(port: int) -> str | None:
     return None
 
 
+def local_head_processes(state_dir: Path) -> list[psutil.Process]:
+    """Every process of the head `up` started here: those naming its session directory
+    (head daemons, workers) and their children (replicas, vLLM engine processes); [] when
+    Switchyard started no head. Found by session, never by name, so other Ray clusters on
+    the machine are never touched."""
+    import psutil
+
+    marker = state_dir / LOCAL_HEAD_MARKER
+    if not marker.exists():
+        return []
+    session_dir = json.loads(marker.read_text()).get("session_dir")
+    if not session_dir:
+        return []
+    found: dict[int, psutil.Process] = {}
+    for root in psutil.process_iter(["cmdline"]):
+        if any(session_dir in arg for arg in (root.info.get("cmdline") or [])):
+            found[root.pid] = root
+            try:
+                for child in root.children(recursive=True):
+                    found[child.pid] = child
+            except psutil.NoSuchProcess:
+                continue
+    return list(found.values())
+
+
 def stop_local_head(state_dir: Path, *, grace_s: float = 15.0) -> bool:
     """Stop the head `up` started; False if Switchyard did not start one.
 
@@ -176,25 +205,12 @@ def stop_local_head(state_dir: Path, *, grace_s: float = 15.0) -> bool:
     marker = state_dir / LOCAL_HEAD_MARKER
     if not marker.exists():
         return False
-    session_dir = json.loads(marker.read_text()).get("session_dir")
-    if session_dir:
-        roots = [
-            p
-            for p in psutil.process_iter(["cmdline"])
-            if any(session_dir in arg for arg in (p.info.get("cmdline") or []))
-        ]
-        procs: dict[int, psutil.Process] = {}
-        for root in roots:
-            procs[root.pid] = root
-            try:
-                for child in root.children(recursive=True):
-                    procs[child.pid] = child
-            except psutil.NoSuchProcess:
-                continue
-        for proc in procs.values():
+    procs = local_head_processes(state_dir)
+    if procs:
+        for proc in procs:
             with contextlib.suppress(psutil.NoSuchProcess):
                 proc.terminate()
-        _, alive = psutil.wait_procs(list(procs.values()), timeout=grace_s)
+        _, alive = psutil.wait_procs(procs, timeout=grace_s)
         for proc in alive:
             with contextlib.suppress(psutil.NoSuchProcess):
                 proc.kill()

@@ -115,19 +115,9 @@ class RunningStack:
 
     def processes(self) -> list[psutil.Process]:
         """Every process of this stack's Ray session (head daemons and their children)."""
-        session = self.session_dir()
-        if session is None:
-            return []
-        found: dict[int, psutil.Process] = {}
-        for proc in psutil.process_iter(["cmdline"]):
-            if any(session in arg for arg in (proc.info.get("cmdline") or [])):
-                found[proc.pid] = proc
-                try:
-                    for child in proc.children(recursive=True):
-                        found[child.pid] = child
-                except psutil.NoSuchProcess:
-                    continue
-        return list(found.values())
+        from cluster.ray_runtime import local_head_processes
+
+        return local_head_processes(self.state_dir)
 
     def engine_process(self, model: str) -> psutil.Process:
         """The vLLM EngineCore process serving `model` in this stack."""
