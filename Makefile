@@ -44,7 +44,7 @@ typecheck: setup
 
 # pytest exits 5 when it collects nothing, which fails this target: an empty suite never passes.
 test: lint typecheck
-	$(BIN)/python -m pytest tests -p no:cacheprovider
+	$(BIN)/python -m pytest tests -p no:cacheprovider --durations=30
 
 unit: setup
 	$(BIN)/python -m pytest tests/unit -q

@@ -13,6 +13,7 @@ import contextlib
 import time
 from typing import Any
 
+from serve_apps.engine_endpoint import EngineEndpoint
 from serve_apps.model_state import ModelState
 from serve_apps.routing_table import ModelRoute, RoutingTable
 
@@ -29,6 +30,8 @@ class FleetRegistry:
         # gateway replica id -> (monotonic time, table version it has seen, in-flight counts)
         self._reports: dict[str, tuple[float, int, dict[str, int]]] = {}
         self._changed: asyncio.Condition | None = None
+        # (app, replica id) -> (monotonic time of the last registration, endpoint)
+        self._engine_endpoints: dict[tuple[str, str], tuple[float, EngineEndpoint]] = {}
 
     def _condition(self) -> asyncio.Condition:
         # Created on first use so it binds to the actor's running event loop.
@@ -89,6 +92,24 @@ class FleetRegistry:
                 return None
             total += counts.get(name, 0)
         return total
+
+    async def register_engine_endpoint(self, endpoint: EngineEndpoint) -> None:
+        """An engine replica's direct HTTP address; replicas register again on every health
+        check, which keeps the entry fresh."""
+        key = (endpoint.app_name, endpoint.replica_id)
+        self._engine_endpoints[key] = (time.monotonic(), endpoint)
+
+    async def unregister_engine_endpoint(self, app_name: str, replica_id: str) -> None:
+        self._engine_endpoints.pop((app_name, replica_id), None)
+
+    async def engine_endpoints(self) -> list[EngineEndpoint]:
+        """Registered endpoints; expired ones are forgotten (their replica died without
+        unregistering, or stopped passing health checks)."""
+        now = time.monotonic()
+        stale = [k for k, (at, e) in self._engine_endpoints.items() if e.expired(now - at)]
+        for key in stale:
+            del self._engine_endpoints[key]
+        return [endpoint for _, endpoint in self._engine_endpoints.values()]
 
     async def set_fact(self, key: str, value: Any) -> None:
         self._facts[key] = value

@@ -1,17 +1,23 @@
-"""The Ray Serve settings Switchyard's data path runs with, on every Ray process it starts.
+"""The Ray Serve settings Switchyard's handle calls run with, on every Ray process it starts.
+
+Tokens normally reach clients without Ray Serve (the gateway listens on the endpoint itself
+and streams from the engine replicas' own HTTP ports: serve_apps/direct_http_backend.py).
+Handles still carry the manager's warm-up requests and the gateway's fallback path, which
+these settings make cheaper.
 
 Ray Serve reads these once, at import, in each process (controller, proxy, replicas), so they
 must be in the environment of `ray start`; workers inherit it. They are Ray Serve's own
 "throughput optimized" settings (`RAY_SERVE_THROUGHPUT_OPTIMIZED` in
 ray/serve/_private/constants.py) minus two that do not fit Switchyard:
 
-- direct ingress stays off: it makes each ingress replica listen on its own port
-  (30000-31000) and drops the proxy, while Switchyard promises one endpoint port;
+- direct ingress stays off: it makes each ingress replica listen on a port of its own
+  (30000-31000), while Switchyard promises one endpoint port (its gateway replicas bind the
+  endpoint themselves);
 - the router keeps its own event loop: the fleet manager is a threaded actor that calls
   deployment handles (warm-up requests) from threads without an asyncio loop, which Serve
   refuses when the router shares the caller's loop.
 
-What it is worth here is not settled: an A/B of Switchyard alone at concurrency 32
+What it is worth for the handle path is not settled: an A/B of Switchyard alone at concurrency 32
 (benchmarks/serving_comparison.py --systems switchyard, 96 requests, 2 shared cores) gave
 427 -> 699 output tok/s, but the load on the machine differed between the two halves, and
 the full comparison in BENCHMARKS.md shows a smaller gap to Ray Serve LLM. It is kept because

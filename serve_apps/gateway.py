@@ -187,7 +187,16 @@ class Gateway:
                 "status": "ok",
                 "routing_table_version": table.version,
                 "models_ready": sum(1 for r in table.live_models() if r.state == "ready"),
+                # How requests reached the engines: "direct" (the engine replica's own HTTP
+                # port) or "handle" (Ray Serve handle, the fallback).
+                "requests_by_path": dict(self._backend.requests_by_path()),
             }
+
+        @app.get("/-/healthz")
+        async def healthz() -> Response:
+            # What Ray Serve's proxy answered here before the gateway listened itself;
+            # load balancers configured for Serve keep working.
+            return Response("success", media_type="text/plain")
 
         @app.get("/v1/models")
         async def models() -> dict[str, Any]:
@@ -355,13 +364,14 @@ class Gateway:
             parsed = self._parse_request(method, body)
         except ValueError as exc:
             raise GatewayError(400, _first_line(exc), code="invalid_request") from None
-        return await self._forward(route, method, parsed, stream=stream, timing=timing)
+        return await self._forward(route, method, parsed, body, stream=stream, timing=timing)
 
     async def _forward(
         self,
         route: ModelRoute,
         method: Method,
         parsed: Any,
+        body: dict[str, Any],
         *,
         stream: bool,
         timing: RequestTiming | None = None,
@@ -378,7 +388,7 @@ class Gateway:
 
         try:
             try:
-                outputs = aiter(self._backend.stream(route, method, parsed))
+                outputs = aiter(self._backend.stream(route, method, parsed, body))
                 first = await asyncio.wait_for(anext(outputs), self._settings.first_chunk_timeout_s)
             except TimeoutError:
                 raise self._unavailable(

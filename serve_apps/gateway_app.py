@@ -6,10 +6,13 @@ import asyncio
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from serve_apps.asgi_listener import AsgiListener
+from serve_apps.direct_http_backend import DirectHttpBackend, EngineEndpointView
+from serve_apps.engine_endpoint import EngineEndpoint
 from serve_apps.gateway import Gateway
 from serve_apps.gateway_metrics import RayGatewayMetrics
 from serve_apps.gateway_settings import GatewaySettings
-from serve_apps.model_backend import Method, ServeHandleBackend
+from serve_apps.model_backend import Method, ModelBackend, ServeHandleBackend
 from serve_apps.replica_health import ReplicaHealthView
 from serve_apps.route_view import RouteView
 from serve_apps.routing_table import RoutingTable
@@ -59,6 +62,10 @@ class RegistryClient:
     async def report(self, replica: str, version: int, counts: dict[str, int]) -> None:
         await self._registry().report_in_flight.remote(replica, version, counts)
 
+    async def engine_endpoints(self) -> list[EngineEndpoint]:
+        endpoints: list[EngineEndpoint] = await self._registry().engine_endpoints.remote()
+        return endpoints
+
 
 async def _running_replicas() -> Mapping[str, int]:
     from ray import serve
@@ -74,48 +81,75 @@ async def _running_replicas() -> Mapping[str, int]:
 
 
 class GatewayReplica:
-    """One gateway replica: composes a Gateway from its settings."""
+    """One gateway replica: composes a Gateway from its settings and serves it on the
+    endpoint's host and port itself.
 
-    def __init__(self, settings_json: str) -> None:
+    Not behind Ray Serve's HTTP proxy: the proxy would add a Ray hop for every streamed
+    chunk (proxy -> replica), which on small machines cost more CPU than the engine's own
+    HTTP front end (BENCHMARKS.md). Replicas on one node share the port (SO_REUSEPORT).
+    """
+
+    # Serve awaits an async constructor: the replica counts as started once it listens.
+    async def __init__(self, settings_json: str, host: str, port: int) -> None:  # type: ignore[misc]
         settings = GatewaySettings.model_validate_json(settings_json)
         # vLLM's request models import vLLM itself (seconds); do it while the replica starts,
         # not on the first request inside the event loop, where every early request waits.
         import ray.serve.llm.openai_api_models  # noqa: F401
 
         registry = RegistryClient()
+        backend: ModelBackend = ServeHandleBackend()
+        self._endpoints: EngineEndpointView | None = None
+        if settings.direct_streaming:
+            self._endpoints = EngineEndpointView(
+                registry.engine_endpoints, period_s=settings.health_poll_s
+            )
+            backend = DirectHttpBackend(self._endpoints, backend)
         self._gateway = Gateway(
             settings,
             RouteView(registry.fetch),
             ReplicaHealthView(_running_replicas, period_s=settings.health_poll_s),
-            ServeHandleBackend(),
+            backend,
             parse_openai_request,
             registry.report,
             # Created here, in the replica: Ray metrics belong to the process that records them.
             RayGatewayMetrics(),
         )
 
-    async def __serve_build_asgi_app__(self) -> Any:
         self._gateway.start()
-        return self._gateway.app
+        if self._endpoints is not None:
+            self._endpoints.start()
+        self._listener = AsgiListener(self._gateway.app, host, port, share_port=True)
+        await self._listener.start()
 
     async def check_health(self) -> None:
-        return None
+        if not self._listener.serving:
+            raise RuntimeError("the gateway's HTTP server stopped")
+
+    async def __del__(self) -> None:
+        await self._listener.stop()
+        await self._gateway.stop()
+        if self._endpoints is not None:
+            await self._endpoints.stop()
 
 
-def build_gateway_app(settings: GatewaySettings) -> Application:
+def build_gateway_app(settings: GatewaySettings, host: str, port: int) -> Application:
+    """The gateway's Serve application; its replicas listen on `host`:`port` themselves."""
     from ray import serve
 
     deployment = serve.deployment(
         name=GATEWAY_DEPLOYMENT_NAME,
         num_replicas=settings.replicas,
-        # The gateway only awaits I/O; a high bound keeps Serve from queueing in front of it.
         max_ongoing_requests=10_000,
-        ray_actor_options={"num_cpus": 0},
-    )(serve.ingress()(GatewayReplica))
+        ray_actor_options={
+            "num_cpus": 0,
+            # The endpoint is the head node's address, so its listeners live there.
+            "resources": {"node:__internal_head__": 0.001},
+        },
+    )(GatewayReplica)
     # SecretStr would serialize as '**********'; the replica needs the real keys, passed
     # as Ray task arguments (never logged by Switchyard).
     payload = settings.model_dump(mode="json")
     payload["api_keys"] = [k.get_secret_value() for k in settings.api_keys]
     import json
 
-    return deployment.bind(json.dumps(payload))
+    return deployment.bind(json.dumps(payload), host, port)

@@ -32,6 +32,11 @@ class GatewaySettings(BaseModel):
     )
     health_poll_s: float = Field(1.0, gt=0, le=60, description="replica health refresh period")
     replicas: int = Field(1, ge=1, le=64, description="gateway replicas")
+    direct_streaming: bool = Field(
+        True,
+        description="stream from the engine replicas' own HTTP ports (one hop less per token);"
+        " off: every request goes through Ray Serve handles",
+    )
 
     @field_validator("api_keys")
     @classmethod

@@ -9,7 +9,7 @@ is the only place that builds a Serve application for a model.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from serve_apps.deployment_config import ModelDeploymentConfig
 from serve_apps.placement import placement_for
@@ -90,5 +90,12 @@ def build_model_app(config: ModelDeploymentConfig, model_path: Path) -> Applicat
     """The Serve application for one model (its only deployment is an LLMServer)."""
     from ray.serve.llm import LLMConfig, build_llm_deployment
 
+    from serve_apps.direct_engine_server import DirectStreamingLLMServer
+
     llm_config = LLMConfig(**llm_config_kwargs(config, model_path))
-    return build_llm_deployment(llm_config, name_prefix=f"{config.app_name}:")
+    return build_llm_deployment(
+        llm_config,
+        name_prefix=f"{config.app_name}:",
+        # Ray Serve LLM's stubs type this as its own LLMServer, which this class extends.
+        deployment_cls=cast(Any, DirectStreamingLLMServer),
+    )

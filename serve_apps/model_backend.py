@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal, Protocol
 
 from serve_apps.routing_table import ModelRoute
@@ -11,9 +11,17 @@ Method = Literal["chat", "completions"]
 
 
 class ModelBackend(Protocol):
-    def stream(self, route: ModelRoute, method: Method, request: Any) -> AsyncIterator[Any]:
-        """Yield the model server's outputs: lists of SSE strings when streaming, else one
+    def stream(
+        self, route: ModelRoute, method: Method, request: Any, body: Mapping[str, Any]
+    ) -> AsyncIterator[Any]:
+        """`request` is the parsed request, `body` the JSON object it was parsed from.
+
+        Yield the model server's outputs: lists of SSE strings when streaming, else one
         response object; an object with an `.error` attribute is an OpenAI error."""
+        ...
+
+    def requests_by_path(self) -> Mapping[str, int]:
+        """Requests sent so far per data path ("handle", "direct"): shown on `/health`."""
         ...
 
 
@@ -22,6 +30,7 @@ class ServeHandleBackend:
 
     def __init__(self) -> None:
         self._handles: dict[tuple[str, str], Any] = {}
+        self._sent = 0
 
     def _handle(self, route: ModelRoute) -> Any:
         key = (route.app_name, route.deployment_name)
@@ -34,6 +43,12 @@ class ServeHandleBackend:
             self._handles[key] = handle
         return handle
 
-    def stream(self, route: ModelRoute, method: Method, request: Any) -> AsyncIterator[Any]:
+    def stream(
+        self, route: ModelRoute, method: Method, request: Any, body: Mapping[str, Any]
+    ) -> AsyncIterator[Any]:
+        self._sent += 1
         generator: AsyncIterator[Any] = getattr(self._handle(route), method).remote(request, None)
         return generator
+
+    def requests_by_path(self) -> Mapping[str, int]:
+        return {"handle": self._sent}

@@ -90,7 +90,9 @@ class Stack:
             started_local_head=connection.started_local_head,
         )
         _write_stack_info(config.state_dir, info)
-        serve.start(http_options={"host": config.host, "port": config.port})
+        # No Serve HTTP proxy: the gateway replicas listen on the endpoint themselves
+        # (serve_apps/gateway_app.py); every other Serve call goes through handles.
+        serve.start(proxy_location="Disabled")
         registry = registry_actor()
         registry.set_fact.remote("endpoint", info.endpoint)
         registry.set_fact.remote("dashboard_url", info.dashboard_url)
@@ -98,9 +100,9 @@ class Stack:
         serve.run_many(
             [
                 RunTarget(
-                    target=build_gateway_app(config.gateway),
+                    target=build_gateway_app(config.gateway, config.host, config.port),
                     name=GATEWAY_APP_NAME,
-                    route_prefix="/",
+                    route_prefix=None,
                 )
             ],
             wait_for_applications_running=True,

@@ -50,6 +50,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument(
+        "--gateway-replicas",
+        type=int,
+        default=1,
+        metavar="N",
+        help="gateway replicas on the head, sharing the endpoint port: with 2 or more, a "
+        "restarted replica never leaves the port without a listener (default 1)",
+    )
+    parser.add_argument(
         "--api-key",
         action="append",
         dest="api_keys",
@@ -152,7 +160,10 @@ def build_config(args: argparse.Namespace) -> Any:
                 "state_dir": args.state_dir or default_state_dir(),
                 "accelerator": accelerator,
                 "models": models,
-                "gateway": {"api_keys": _api_keys(args)},
+                "gateway": {
+                    "api_keys": _api_keys(args),
+                    "replicas": getattr(args, "gateway_replicas", 1),
+                },
                 "local_head": {"port": args.ray_port, "dashboard_port": args.dashboard_port},
                 "ray_auth_mode": os.environ.get("RAY_AUTH_MODE") or None,
             }

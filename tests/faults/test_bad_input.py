@@ -1,7 +1,7 @@
-"""Bad input against a real stack (`switchyard up`: Ray, Serve's HTTP proxy, the gateway and
-one vLLM CPU engine): generated and hand-picked malformed requests, oversized bodies and
-slow clients get a 4xx or an answer, never a 5xx, the stack keeps serving, and the
-gateway's and proxy's memory stays bounded.
+"""Bad input against a real stack (`switchyard up`: Ray, Serve, the gateway, which listens on
+the endpoint itself, and one vLLM CPU engine): generated and hand-picked malformed requests,
+oversized bodies and slow clients get a 4xx or an answer, never a 5xx, the stack keeps
+serving, and the memory of the gateway and the engine replica stays bounded.
 
 One stack for the module; the tests run in file order and the memory check comes last.
 Every test prints its figures (`FIGURE ...` lines) for RELIABILITY.md.
@@ -28,16 +28,17 @@ API_KEY = "sk-bad-input-suite"
 MODEL = "default"
 MAX_MODEL_LEN = 256
 GATEWAY_PROCESS = "ServeReplica:switchyard-gateway"
-PROXY_PROCESS = "ProxyActor"
+ENGINE_REPLICA_PROCESS = "ServeReplica:model-"
 MAX_GROWTH_MIB = 150
-"""Bound on RSS growth of the gateway replica and the HTTP proxy over the whole module."""
+"""Bound on RSS growth of the gateway and engine replicas over the whole module (the engine
+replica's own HTTP port receives what the gateway forwards)."""
 CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
 COMPLETION = {"model": MODEL, "prompt": "hi", "max_tokens": 2}
 
 
 @dataclass
 class Memory:
-    """RSS (MiB) of the gateway replica and the HTTP proxy, first seen and latest."""
+    """RSS (MiB) of the gateway and engine replicas, first seen and latest."""
 
     start: dict[str, float] = field(default_factory=dict)
 
@@ -63,7 +64,10 @@ def _rss_mib(stack: RunningStack) -> dict[str, float]:
     for proc in stack.processes():
         try:
             cmdline = " ".join(proc.cmdline())
-            for label, marker in (("gateway", GATEWAY_PROCESS), ("proxy", PROXY_PROCESS)):
+            for label, marker in (
+                ("gateway", GATEWAY_PROCESS),
+                ("engine_replica", ENGINE_REPLICA_PROCESS),
+            ):
                 if marker in cmdline:
                     found[label] = found.get(label, 0.0) + proc.memory_info().rss / 2**20
         except psutil.NoSuchProcess:
@@ -77,7 +81,7 @@ def memory(stack: RunningStack) -> Memory:
     for _ in range(3):
         assert _post(stack, "/chat/completions", json.dumps(CHAT).encode()).status_code == 200
     start = _rss_mib(stack)
-    assert {"gateway", "proxy"} <= start.keys(), start
+    assert {"gateway", "engine_replica"} <= start.keys(), start
     print(f"FIGURE bad_input rss_start_mib {json.dumps(start)}")
     return Memory(start=start)
 
@@ -343,7 +347,9 @@ def test_a_client_that_never_reads_its_stream_is_let_go(stack: RunningStack) -> 
 # ---------------------------------------------------------------- memory (last)
 
 
-def test_gateway_and_proxy_memory_stay_bounded(stack: RunningStack, memory: Memory) -> None:
+def test_gateway_and_engine_replica_memory_stay_bounded(
+    stack: RunningStack, memory: Memory
+) -> None:
     # Another round of the heaviest rejected bodies, then measure.
     big = json.dumps({**COMPLETION, "prompt": "a" * (4 * 2**20 - 1024)}).encode()
     deep = b'{"model": "default", "messages": ' + b"[" * 500_000 + b"]" * 500_000 + b"}"

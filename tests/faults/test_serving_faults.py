@@ -1,6 +1,7 @@
-"""Faults on the serving path of a real stack (`switchyard up`, Ray, Serve, a vLLM CPU
-engine), under load, each bounded in time: a killed engine, a killed gateway replica, then a
-short soak with a hot swap in the middle (benchmarks/soak.py).
+"""Faults on the serving path of a real stack (`switchyard up` with two gateway replicas
+sharing the endpoint port, Ray, Serve, a vLLM CPU engine), under load, each bounded in time:
+a killed engine, a killed gateway replica, then a short soak with a hot swap in the middle
+(benchmarks/soak.py).
 
 One stack for the module (an engine start is 30-110 s here); the tests run in file order and
 each leaves the stack serving. Every test prints its figures (`FIGURE ...` lines) for
@@ -35,7 +36,7 @@ check, up to about a minute on this 2-core machine.)"""
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     running = RunningStack.on_free_ports(tmp_path_factory.mktemp("faults-stack"))
-    result = running.up(timeout_s=600)
+    result = running.up("--gateway-replicas", "2", timeout_s=600)
     try:
         assert result.returncode == 0, result.stdout + result.stderr
         yield running
@@ -120,37 +121,45 @@ def test_an_engine_killed_under_load_gives_503_or_completion_and_is_replaced(
     )
 
 
-def test_a_killed_gateway_replica_is_replaced_and_no_request_hangs(stack: RunningStack) -> None:
-    (replica,) = _gateway_replicas(stack)
+def test_a_killed_gateway_replica_leaves_the_other_serving_and_is_replaced(
+    stack: RunningStack,
+) -> None:
+    replicas = _gateway_replicas(stack)
+    assert len(replicas) == 2, replicas
+    victim = replicas[0]
     with StatusLoad(stack.base_url, "default", workers=8) as load:
         assert wait_until(lambda: sum(o.ok for o in load.snapshot()) >= 8, 120)
         killed_at = time.monotonic()
-        replica.kill()
+        victim.kill()
 
-        def recovered() -> bool:
-            return _first_success_after(load.snapshot(), killed_at + 1) is not None
+        def replaced() -> bool:
+            pids = {p.pid for p in _gateway_replicas(stack)}
+            return len(pids) == 2 and victim.pid not in pids
 
-        assert wait_until(recovered, 180, 0.5), _describe(load.snapshot())[-1500:]
-        time.sleep(10)
+        assert wait_until(replaced, 180, 0.5), "Serve did not replace the killed replica"
+        replaced_s = time.monotonic() - killed_at
+        time.sleep(5)
     outcomes = load.stop()
-    recovery_s = (_first_success_after(outcomes, killed_at + 1) or 0) - killed_at
 
     assert all(not o.timed_out and o.seconds < HANG_S for o in outcomes), "a request hung"
     failed = [o for o in outcomes if not o.ok]
     for outcome in failed:
-        # In flight in (or routed to) the dead replica: a status and a message, promptly.
+        # Only requests the killed process held (in flight, or on its open connection) fail,
+        # and with a status or a connection error, promptly.
         assert outcome.status is not None or outcome.error, outcome
-        assert outcome.started < killed_at + recovery_s, outcome
-    (new_replica,) = _gateway_replicas(stack)
-    assert new_replica.pid != replica.pid
-    late = [o for o in outcomes if o.started > killed_at + recovery_s + 2]
-    assert late and all(o.ok for o in late), _describe(late)
+        assert outcome.started < killed_at + 1.0, outcome
+    # The other replica kept the port: everything sent after the kill was served, also
+    # while Serve was still starting the replacement.
+    after = [o for o in outcomes if o.started > killed_at + 1.0]
+    assert after and all(o.ok for o in after), _describe(after)
+    during = [o for o in after if o.started < killed_at + replaced_s]
     in_flight = [o for o in outcomes if o.started < killed_at < o.ended]
     statuses = sorted({str(o.status) for o in failed})
     print(
-        f"\nFIGURE gateway-kill: recovery {recovery_s:.1f} s; {len(outcomes)} requests, "
+        f"\nFIGURE gateway-kill: replaced in {replaced_s:.1f} s; {len(outcomes)} requests, "
         f"{len(failed)} failed (statuses {statuses}; {len(in_flight)} were in flight at the "
-        f"kill), 0 hung, slowest {max(o.seconds for o in outcomes):.1f} s"
+        f"kill), {len(during)} sent while the replacement started all served, 0 hung, "
+        f"slowest {max(o.seconds for o in outcomes):.1f} s"
     )
 
 

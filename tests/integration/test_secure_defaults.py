@@ -133,6 +133,26 @@ def test_the_endpoint_and_the_dashboard_refuse_other_addresses(stack: RunningSta
             httpx.get(f"http://{outside}:{port}/", timeout=5)
 
 
+def test_the_engine_replicas_direct_port_is_on_loopback_and_needs_the_replicas_token(
+    stack: RunningStack,
+) -> None:
+    # The engine replica serves vLLM's app on a port of its own (the gateway's direct data
+    # path); of the replica's listeners, that one alone speaks HTTP.
+    answers: dict[tuple[str, int], int] = {}
+    for name, address, port in _listeners(stack):
+        if "ServeReplica:model-" not in name:
+            continue
+        try:
+            response = httpx.get(_url(address, port, "/v1/models"), timeout=3)
+        except httpx.HTTPError:
+            continue
+        answers[(address, port)] = response.status_code
+    print(f"FIGURE secure_defaults engine_direct_port {answers}")
+    assert list(answers.values()) == [401], answers
+    ((address, _),) = answers
+    assert ipaddress.ip_address(address).is_loopback, address
+
+
 def _is_prometheus_exposition(response: httpx.Response) -> bool:
     kind = response.headers.get("content-type", "")
     return (

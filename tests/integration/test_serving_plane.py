@@ -166,3 +166,24 @@ def test_status_reports_models_aliases_layout_and_metrics(stack: RunningStack) -
     assert status["endpoint"] == f"http://127.0.0.1:{stack.port}"
     assert "prometheus_service_discovery_file" in status["metrics"]  # type: ignore[operator]
     assert API_KEY not in json.dumps(status)
+
+
+def test_requests_reach_the_engines_over_their_direct_http_ports(
+    stack: RunningStack, client: openai.OpenAI
+) -> None:
+    # Each engine replica serves vLLM's app on its own port and registers it; the gateway
+    # streams from there instead of through a Serve handle (serve_apps/direct_http_backend.py).
+    def paths() -> dict[str, int]:
+        health = httpx.get(f"http://127.0.0.1:{stack.port}/health", timeout=30).json()
+        counts: dict[str, int] = health["requests_by_path"]
+        return counts
+
+    before = paths()
+    client.completions.create(model=KIMI, prompt="Direct", max_tokens=2)
+    stream = client.chat.completions.create(
+        model=LLAMA, messages=[{"role": "user", "content": "Hi"}], max_tokens=3, stream=True
+    )
+    assert [c for c in stream if c.choices]
+    after = paths()
+    assert after["direct"] == before.get("direct", 0) + 2, (before, after)
+    assert after.get("handle", 0) == before.get("handle", 0), (before, after)

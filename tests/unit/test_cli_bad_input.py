@@ -71,6 +71,8 @@ CASES: list[tuple[list[str], str]] = [
     # up: flags and the StackConfig they build
     (["up", "--port", "0"], "port"),
     (["up", "--port", "70000"], "port"),
+    (["up", "--gateway-replicas", "0"], "gateway.replicas"),
+    (["up", "--gateway-replicas", "65"], "gateway.replicas"),
     (["up", "--port", "http"], "--port"),
     (["up", "--tp", "0"], "tp"),
     (["up", "--max-model-len", "8"], "max_model_len"),

@@ -95,9 +95,14 @@ class FakeBackend:
     script: Script = completion
     calls: list[tuple[ModelRoute, Method, Any]] = field(default_factory=list)
 
-    def stream(self, route: ModelRoute, method: Method, request: Any) -> AsyncIterator[Any]:
+    def stream(
+        self, route: ModelRoute, method: Method, request: Any, body: Mapping[str, Any]
+    ) -> AsyncIterator[Any]:
         self.calls.append((route, method, request))
         return self.script(route, method, request)
+
+    def requests_by_path(self) -> Mapping[str, int]:
+        return {"handle": len(self.calls)}
 
 
 def parse_request(method: Method, body: dict[str, Any]) -> Any:
@@ -245,7 +250,12 @@ async def test_health_is_open_without_a_key() -> None:
     async with serving(table_of(route("a"), route("b", ModelState.LOADING)), api_keys=["k"]) as h:
         response = await h.client.get("/health")
     assert response.status_code == 200
-    assert response.json() == {"status": "ok", "routing_table_version": 1, "models_ready": 1}
+    assert response.json() == {
+        "status": "ok",
+        "routing_table_version": 1,
+        "models_ready": 1,
+        "requests_by_path": {"handle": 0},
+    }
 
 
 async def test_without_keys_the_endpoint_is_open() -> None:

@@ -10,7 +10,7 @@ the request models' own field lists (schema-driven) and from arbitrary JSON and 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -51,8 +51,13 @@ FUZZ = settings(
 class EchoBackend:
     """A model that answers every request it is given: SSE chunks when asked to stream."""
 
-    def stream(self, route: ModelRoute, method: Method, request: Any) -> AsyncIterator[Any]:
+    def stream(
+        self, route: ModelRoute, method: Method, request: Any, body: Mapping[str, Any]
+    ) -> AsyncIterator[Any]:
         return self._answer(route, request)
+
+    def requests_by_path(self) -> Mapping[str, int]:
+        return {}
 
     async def _answer(self, route: ModelRoute, request: Any) -> AsyncIterator[Any]:
         if getattr(request, "stream", False):

@@ -1,0 +1,216 @@
+"""The gateway's fast data path: stream from an engine replica's own HTTP port.
+
+The replica serves vLLM's OpenAI app next to its Serve handle (`direct_engine_server.py`)
+and registers the address (`engine_endpoint.py`). This backend posts the client's body there
+and passes the bytes on, whole SSE events at a time; when a model has no known endpoint, or
+its endpoint refuses the connection before answering, the request goes through the Serve
+handle instead (nothing was sent yet, so that is safe). A stream that breaks after it began
+is not retried: its tokens already reached the client.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from serve_apps.engine_endpoint import EngineEndpoint
+from serve_apps.model_backend import Method, ModelBackend
+from serve_apps.periodic_refresh import PeriodicRefresh
+from serve_apps.routing_table import ModelRoute
+
+log = logging.getLogger(__name__)
+
+FetchEndpoints = Callable[[], Awaitable[list[EngineEndpoint]]]
+
+_PATHS: Mapping[Method, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+
+
+class EngineEndpointView:
+    """The registry's engine endpoints, refreshed every `period_s`, grouped by app."""
+
+    def __init__(self, fetch: FetchEndpoints, *, period_s: float) -> None:
+        self._by_app: dict[str, tuple[EngineEndpoint, ...]] = {}
+
+        async def fetch_grouped() -> None:
+            self.update(await fetch())
+
+        self._refresh = PeriodicRefresh(
+            fetch_grouped, None, period_s=period_s, what="engine endpoint"
+        )
+
+    def start(self) -> None:
+        self._refresh.start()
+
+    async def stop(self) -> None:
+        await self._refresh.stop()
+
+    def for_app(self, app_name: str) -> tuple[EngineEndpoint, ...]:
+        return self._by_app.get(app_name, ())
+
+    def update(self, endpoints: list[EngineEndpoint]) -> None:
+        by_app: dict[str, list[EngineEndpoint]] = {}
+        for endpoint in endpoints:
+            by_app.setdefault(endpoint.app_name, []).append(endpoint)
+        self._by_app = {app: tuple(found) for app, found in by_app.items()}
+
+
+@dataclass(frozen=True)
+class _ErrorDetail:
+    message: str
+    type: str | None
+    param: str | None
+    code: int
+
+
+@dataclass(frozen=True)
+class EngineHttpError:
+    """A non-200 answer of the engine's app, shaped like vLLM's ErrorResponse (`.error`)."""
+
+    error: _ErrorDetail
+
+
+def engine_http_error(status: int, payload: bytes) -> EngineHttpError:
+    """vLLM answers `{"error": {...}}` (or, in older versions, the fields at the top level)."""
+    try:
+        body = json.loads(payload)
+    except ValueError:
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    nested = body.get("error")
+    detail: dict[str, Any] = nested if isinstance(nested, dict) else body
+    message = detail.get("message") or payload.decode("utf-8", "replace")[:500] or str(status)
+    kind, param = detail.get("type"), detail.get("param")
+    return EngineHttpError(
+        _ErrorDetail(
+            message=str(message),
+            type=kind if isinstance(kind, str) else None,
+            param=param if isinstance(param, str) else None,
+            code=status,
+        )
+    )
+
+
+def complete_events(buffer: bytes) -> tuple[bytes, bytes]:
+    """(whole SSE events, the incomplete rest): the gateway scans whole events only."""
+    end = buffer.rfind(b"\n\n")
+    if end < 0:
+        return b"", buffer
+    return buffer[: end + 2], buffer[end + 2 :]
+
+
+class DirectHttpBackend:
+    """`ModelBackend` over the engines' HTTP ports, with the Serve handle as fallback."""
+
+    def __init__(
+        self,
+        endpoints: EngineEndpointView,
+        fallback: ModelBackend,
+        *,
+        connect_timeout_s: float = 2.0,
+        avoid_failed_s: float = 5.0,
+    ) -> None:
+        self._endpoints = endpoints
+        self._fallback = fallback
+        self._connect_timeout_s = connect_timeout_s
+        self._avoid_failed_s = avoid_failed_s
+        self._failed_at: dict[str, float] = {}
+        self._load: Counter[str] = Counter()
+        self._sent_direct = 0
+        self._session: Any = None
+
+    def stream(
+        self, route: ModelRoute, method: Method, request: Any, body: Mapping[str, Any]
+    ) -> AsyncIterator[Any]:
+        candidates = self._candidates(route.app_name)
+        if not candidates:
+            return self._fallback.stream(route, method, request, body)
+        # Least requests in flight from this gateway: the engines' queues stay even.
+        endpoint = min(candidates, key=lambda e: self._load[e.url])
+        return self._stream_http(endpoint, route, method, request, body)
+
+    def _candidates(self, app_name: str) -> list[EngineEndpoint]:
+        now = time.monotonic()
+        return [
+            e
+            for e in self._endpoints.for_app(app_name)
+            if now - self._failed_at.get(e.url, -1e9) > self._avoid_failed_s
+        ]
+
+    def _client(self) -> Any:
+        if self._session is None:
+            import aiohttp
+
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(
+                    limit=0,
+                    # Below the engine side's keep-alive (300 s), so a pooled connection is
+                    # never one the server already closed.
+                    keepalive_timeout=60,
+                ),
+                timeout=aiohttp.ClientTimeout(
+                    total=None, sock_connect=self._connect_timeout_s, sock_read=None
+                ),
+                auto_decompress=False,
+            )
+        return self._session
+
+    async def _stream_http(
+        self,
+        endpoint: EngineEndpoint,
+        route: ModelRoute,
+        method: Method,
+        request: Any,
+        body: Mapping[str, Any],
+    ) -> AsyncIterator[Any]:
+        import aiohttp
+
+        self._load[endpoint.url] += 1
+        try:
+            try:
+                response = await self._client().post(
+                    endpoint.url + _PATHS[method],
+                    data=json.dumps(body),
+                    headers={
+                        "Authorization": f"Bearer {endpoint.token}",
+                        "Content-Type": "application/json",
+                    },
+                )
+            except (aiohttp.ClientConnectionError, TimeoutError) as exc:
+                # Nothing reached the engine: its replica is gone or being replaced. The
+                # handle path knows how to wait for, or refuse, a replaced replica.
+                self._failed_at[endpoint.url] = time.monotonic()
+                log.warning("engine %s unreachable (%r); using the handle", endpoint.url, exc)
+                async for item in self._fallback.stream(route, method, request, body):
+                    yield item
+                return
+            self._sent_direct += 1
+            async with response:
+                if response.status != 200:
+                    yield engine_http_error(response.status, await response.read())
+                    return
+                if not body.get("stream"):
+                    yield json.loads(await response.read())
+                    return
+                pending = b""
+                async for data in response.content.iter_any():
+                    events, pending = complete_events(pending + data)
+                    if events:
+                        yield events.decode("utf-8")
+                if pending.strip():
+                    yield pending.decode("utf-8", "replace")
+        finally:
+            self._load[endpoint.url] -= 1
+
+    def requests_by_path(self) -> Mapping[str, int]:
+        return {**self._fallback.requests_by_path(), "direct": self._sent_direct}
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
