@@ -133,7 +133,8 @@ GATEWAY_ITL = MetricSpec(
     "switchyard_gateway_inter_token_latency_seconds",
     Kind.HISTOGRAM,
     ("model",),
-    "Streaming requests: the gap between consecutive streamed chunks (one token each).",
+    "Streaming requests: the gap between consecutive chunks the gateway relays (one token each,"
+    " unless the engine's events arrive together under load).",
     INTER_TOKEN_BUCKETS_S,
 )
 GATEWAY_E2E = MetricSpec(
