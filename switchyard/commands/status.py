@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -109,11 +110,19 @@ def run(args: argparse.Namespace) -> int:
     address = args.address or (info.address if info else None)
     if address is None:
         raise UserInputError(f"--address: none given and no stack recorded in {state_dir}")
+    if args.json:
+        # Ray's driver prints cluster error events (e.g. "(raylet) The node ... died") to
+        # whatever sys.stdout is when they arrive, until the process exits; stdout must carry
+        # the JSON document only, so everything else goes to stderr from here on.
+        document = sys.stdout
+        sys.stdout = sys.stderr
+        status = collect(address)
+        _add_live_metrics(status, state_dir, args)
+        document.write(json.dumps(status, indent=2) + "\n")
+        document.flush()
+        return ExitCode.OK
     status = collect(address)
     _add_live_metrics(status, state_dir, args)
-    if args.json:
-        print(json.dumps(status, indent=2))
-        return ExitCode.OK
     from rich.console import Console
     from rich.table import Table
 

@@ -1,0 +1,39 @@
+"""`switchyard status --json`: stdout carries the JSON document and nothing else, even when
+Ray's driver prints a cluster event (e.g. a dead node) while the status is collected."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from switchyard.commands import status
+
+
+def test_a_ray_event_printed_meanwhile_goes_to_stderr_not_into_the_document(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    def collect(address: str) -> dict[str, Any]:
+        # What Ray's error listener thread does: print to the sys.stdout of the moment.
+        print("(raylet) The node with node id abc has been marked dead")
+        return {"address": address, "models": [], "metrics": {}}
+
+    monkeypatch.setattr(status, "collect", collect)
+    monkeypatch.setattr(status, "_add_live_metrics", lambda *_: None)
+    args = argparse.Namespace(
+        address="127.0.0.1:6379", state_dir=tmp_path, json=True, prometheus=None, window_s=0.0
+    )
+    captured_stdout = sys.stdout
+    try:
+        assert status.run(args) == 0
+        print("(raylet) printed after the document")
+    finally:
+        # `run` leaves stdout pointing at stderr for the rest of the process; not the test's.
+        sys.stdout = captured_stdout
+    out, err = capsys.readouterr()
+    assert json.loads(out)["address"] == "127.0.0.1:6379"
+    assert "marked dead" in err and "after the document" in err
