@@ -29,6 +29,7 @@ from serve_apps.gateway_metrics import (
 )
 from serve_apps.gateway_settings import GatewaySettings
 from serve_apps.json_body import parse_json_object
+from serve_apps.loop_task import LoopTask
 from serve_apps.model_backend import Method, ModelBackend
 from serve_apps.model_state import ModelState
 from serve_apps.openai_errors import GatewayError
@@ -125,7 +126,7 @@ class Gateway:
         self._held_by_alias: Counter[str] = Counter()
         self._report_in_flight = report_in_flight
         self._replica_id = uuid.uuid4().hex[:12]
-        self._report_task: asyncio.Task[None] | None = None
+        self._reporter = LoopTask(self._report_loop)
         self._routes = routes
         self._health = health
         self._backend = backend
@@ -139,15 +140,12 @@ class Gateway:
     def start(self) -> None:
         self._routes.start()
         self._health.start()
-        if self._report_task is None:
-            self._report_task = asyncio.get_running_loop().create_task(self._report_loop())
+        self._reporter.start()
 
     async def stop(self) -> None:
         await self._routes.stop()
         await self._health.stop()
-        if self._report_task is not None:
-            self._report_task.cancel()
-            self._report_task = None
+        await self._reporter.stop()
 
     async def _report_loop(self) -> None:
         while True:

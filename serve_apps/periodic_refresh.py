@@ -11,6 +11,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
+from serve_apps.loop_task import LoopTask
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -26,16 +28,13 @@ class PeriodicRefresh(Generic[T]):
         self.value: T = initial
         self.updated_at = 0.0
         """Event-loop time of the last successful refresh (0: never)."""
-        self._task: asyncio.Task[None] | None = None
+        self._loop = LoopTask(self._follow)
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._follow())
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+        await self._loop.stop()
 
     async def _follow(self) -> None:
         while True:

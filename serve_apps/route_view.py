@@ -6,6 +6,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from serve_apps.loop_task import LoopTask
 from serve_apps.routing_table import RoutingTable
 
 log = logging.getLogger(__name__)
@@ -22,20 +23,17 @@ class RouteView:
         self._changed = asyncio.Event()
         self.changed_at = 0.0
         """Event-loop time of the last table change."""
-        self._task: asyncio.Task[None] | None = None
+        self._loop = LoopTask(self._follow)
 
     @property
     def table(self) -> RoutingTable:
         return self._table
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._follow())
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+        await self._loop.stop()
 
     async def _follow(self) -> None:
         while True:
