@@ -99,11 +99,12 @@ class GatewayReplica:
         registry = RegistryClient()
         backend: ModelBackend = ServeHandleBackend()
         self._endpoints: EngineEndpointView | None = None
+        self._direct: DirectHttpBackend | None = None
         if settings.direct_streaming:
             self._endpoints = EngineEndpointView(
                 registry.engine_endpoints, period_s=settings.health_poll_s
             )
-            backend = DirectHttpBackend(self._endpoints, backend)
+            backend = self._direct = DirectHttpBackend(self._endpoints, backend)
         self._gateway = Gateway(
             settings,
             RouteView(registry.fetch),
@@ -130,6 +131,8 @@ class GatewayReplica:
         await self._gateway.stop()
         if self._endpoints is not None:
             await self._endpoints.stop()
+        if self._direct is not None:
+            await self._direct.close()  # its pooled connections to the engines
 
 
 def build_gateway_app(settings: GatewaySettings, host: str, port: int) -> Application:
