@@ -96,6 +96,37 @@ def engine_http_error(status: int, payload: bytes) -> EngineHttpError:
     )
 
 
+_ERROR_EVENT = b'data: {"error"'
+
+
+def split_at_error_event(events: bytes) -> tuple[bytes, EngineHttpError | None]:
+    """(the events before vLLM's in-stream error event, that error), or (events, None).
+
+    vLLM answers 200 before generating, so an engine that dies (or a request it refuses once
+    it has started) shows up as `data: {"error": {...}}` inside the stream. Turning it into an
+    error item lets the gateway answer 503 + Retry-After when it comes first, before any byte
+    went to the client, and count a stream error when it comes later.
+    """
+    if _ERROR_EVENT not in events:  # the fast path: a token's text cannot hold it unescaped
+        return events, None
+    start = 0
+    while start < len(events):
+        end = events.find(b"\n\n", start)
+        end = len(events) if end < 0 else end + 2
+        event = events[start:end]
+        if event.startswith(_ERROR_EVENT):
+            payload = event[len(b"data: ") :].strip()
+            try:
+                detail = json.loads(payload).get("error")
+            except ValueError:
+                detail = None
+            code = detail.get("code") if isinstance(detail, dict) else None
+            status = code if isinstance(code, int) and 400 <= code < 600 else 500
+            return events[:start], engine_http_error(status, payload)
+        start = end
+    return events, None
+
+
 def complete_events(buffer: bytes) -> tuple[bytes, bytes]:
     """(whole SSE events, the incomplete rest): the gateway scans whole events only."""
     end = buffer.rfind(b"\n\n")
@@ -184,7 +215,7 @@ class DirectHttpBackend:
             except (aiohttp.ClientConnectionError, TimeoutError) as exc:
                 # Nothing reached the engine: its replica is gone or being replaced. The
                 # handle path knows how to wait for, or refuse, a replaced replica.
-                self._failed_at[endpoint.url] = time.monotonic()
+                self._mark_failed(endpoint.url)
                 log.warning("engine %s unreachable (%r); using the handle", endpoint.url, exc)
                 async for item in self._fallback.stream(route, method, request, body):
                     yield item
@@ -192,7 +223,9 @@ class DirectHttpBackend:
             self._sent_direct += 1
             async with response:
                 if response.status != 200:
-                    yield engine_http_error(response.status, await response.read())
+                    refused = engine_http_error(response.status, await response.read())
+                    self._note_engine_error(endpoint, refused)
+                    yield refused
                     return
                 if not body.get("stream"):
                     yield json.loads(await response.read())
@@ -200,12 +233,39 @@ class DirectHttpBackend:
                 pending = b""
                 async for data in response.content.iter_any():
                     events, pending = complete_events(pending + data)
+                    events, error = split_at_error_event(events)
                     if events:
                         yield events.decode("utf-8")
+                    if error is not None:
+                        self._note_engine_error(endpoint, error)
+                        yield error
+                        return
                 if pending.strip():
                     yield pending.decode("utf-8", "replace")
         finally:
             self._load[endpoint.url] -= 1
+            if not self._load[endpoint.url]:
+                del self._load[endpoint.url]  # endpoints come and go with their replicas
+
+    def _mark_failed(self, url: str) -> None:
+        now = time.monotonic()
+        # Replaced replicas never come back under the same URL: forget old marks.
+        for stale in [u for u, at in self._failed_at.items() if now - at > self._avoid_failed_s]:
+            del self._failed_at[stale]
+        self._failed_at[url] = now
+
+    def _note_engine_error(self, endpoint: EngineEndpoint, error: EngineHttpError) -> None:
+        """A server-side failure (a dead or overloaded engine): send the next requests to
+        the model's other replicas, or through the handle, until Serve has replaced it."""
+        if error.error.code >= 500:
+            self._mark_failed(endpoint.url)
+            log.warning(
+                "engine %s answered %d (%s); avoiding it for %g s",
+                endpoint.url,
+                error.error.code,
+                error.error.message[:200],
+                self._avoid_failed_s,
+            )
 
     def requests_by_path(self) -> Mapping[str, int]:
         return {**self._fallback.requests_by_path(), "direct": self._sent_direct}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -21,6 +21,7 @@ from serve_apps.direct_http_backend import (
     EngineEndpointView,
     complete_events,
     engine_http_error,
+    split_at_error_event,
 )
 from serve_apps.engine_endpoint import EngineEndpoint
 from serve_apps.gateway import _error_of
@@ -42,6 +43,18 @@ class FakeEngineApp:
     """Answers like vLLM's OpenAI app: SSE split mid-event across writes, JSON, errors."""
 
     bodies: list[dict[str, Any]] = field(default_factory=list)
+
+    DEAD = b'data: {"error": {"message": "EngineCore encountered an issue.", "type": "InternalServerError", "param": null, "code": 500}}\n\n'  # noqa: E501
+    STREAMS: ClassVar[dict[str, tuple[bytes, ...]]] = {
+        "hi": (
+            b'data: {"choices":[{"text":"a"}]}\n\ndata: {"choi',
+            b'ces":[{"text":"b"}]}\n\n',
+            b"data: [DONE]\n\n",
+        ),
+        # vLLM has already answered 200 when a dead engine surfaces: the error is an event.
+        "dead": (DEAD + b"data: [DONE]\n\n",),
+        "dies-later": (b'data: {"choices":[{"text":"a"}]}\n\n' + DEAD, b"data: [DONE]\n\n"),
+    }
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         raw = b""
@@ -69,11 +82,7 @@ class FakeEngineApp:
                 "headers": [(b"content-type", b"text/event-stream")],
             }
         )
-        for part in (
-            b'data: {"choices":[{"text":"a"}]}\n\ndata: {"choi',
-            b'ces":[{"text":"b"}]}\n\n',
-            b"data: [DONE]\n\n",
-        ):
+        for part in self.STREAMS.get(body.get("prompt"), self.STREAMS["hi"]):
             await send({"type": "http.response.body", "body": part, "more_body": True})
         await send({"type": "http.response.body", "body": b""})
 
@@ -174,6 +183,43 @@ async def test_an_engine_error_answer_becomes_the_gateway_error_with_its_status(
     assert error is not None
     assert (error.status, error.param) == (400, "prompt")
     assert "too long" in str(error.body())
+
+
+async def test_a_dead_engines_error_event_before_any_token_becomes_a_503_and_is_avoided(
+    engine: Any,
+) -> None:
+    _, listener = engine
+    backend, fallback = backend_with(endpoint_at(listener.url))
+    (item,) = await collect(backend, {"model": "m", "prompt": "dead", "stream": True})
+    error = _error_of(item, retry_after_s=5)
+    assert error is not None
+    assert (error.status, error.retry_after_s) == (503, 5)
+    assert "EngineCore" in str(error.body())
+    # Until Serve replaces the replica, its requests go elsewhere (here: the handle).
+    assert await collect(backend, {"model": "m", "prompt": "hi"}) == [{"via": "handle"}]
+    assert fallback.calls == 1
+
+
+async def test_an_error_event_after_tokens_ends_the_stream_after_those_tokens(
+    engine: Any,
+) -> None:
+    _, listener = engine
+    backend, _ = backend_with(endpoint_at(listener.url))
+    items = await collect(backend, {"model": "m", "prompt": "dies-later", "stream": True})
+    assert items[0] == 'data: {"choices":[{"text":"a"}]}\n\n'
+    assert len(items) == 2
+    error = _error_of(items[1], retry_after_s=5)
+    assert error is not None and error.status == 503
+
+
+def test_only_a_whole_error_event_counts_as_an_error() -> None:
+    token = b'data: {"choices":[{"text":"data: {\\"error\\""}]}\n\n'
+    assert split_at_error_event(token) == (token, None)
+    before, error = split_at_error_event(
+        b'data: {"choices":[]}\n\ndata: {"error": {"message": "x", "code": 400}}\n\n'
+    )
+    assert before == b'data: {"choices":[]}\n\n'
+    assert error is not None and (error.error.code, error.error.message) == (400, "x")
 
 
 async def test_an_unreachable_endpoint_falls_back_to_the_handle_and_is_avoided_for_a_while() -> (
