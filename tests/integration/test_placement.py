@@ -146,5 +146,13 @@ def test_a_real_tp2_engine_is_placed_on_one_node_and_serves(cluster: Any, tmp_pa
         reply = asyncio.run(ask())
         assert reply.choices[0].text is not None
         assert ray.get(registry_actor().table.remote()).models["tp2-llama"].state == "ready"
+
+        # The gateway's cheap replica count (Serve controller's running table) says what
+        # serve.status() says.
+        from serve_apps.gateway_app import ServeReplicaCounts, running_replicas_from_status
+
+        counts = asyncio.run(ServeReplicaCounts()())
+        assert counts[result.route.app_name] == 1
+        assert asyncio.run(running_replicas_from_status())[result.route.app_name] == 1
     finally:
         deployer.remove("tp2-llama")
