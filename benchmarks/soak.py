@@ -39,6 +39,7 @@ import psutil
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cluster.ray_runtime import local_head_processes
+from switchyard.validation_message import validation_line
 
 SWITCHYARD = str(Path(sys.executable).with_name("switchyard"))
 GATEWAY_PROCESS = "ServeReplica:switchyard-gateway"
@@ -340,9 +341,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     try:
         config = _config(args)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        field_name = ".".join(str(part) for part in error["loc"])
-        parser.error(f"--{field_name.replace('_', '-')}: {error['msg']}")
+        parser.error(validation_line(exc, lambda loc: "--" + "-".join(loc).replace("_", "-")))
     result = summary(asyncio.run(run_soak(config)))
     text = json.dumps(result, indent=2)
     print(text)

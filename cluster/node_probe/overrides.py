@@ -20,6 +20,7 @@ from policies.errors import UnknownGpu
 from policies.inventory import BUILTIN_GPU_PROFILES, Interconnect, gpu_profile
 from policies.units import GIB
 from switchyard.exit_codes import UserInputError
+from switchyard.validation_message import dotted, validation_line
 
 STANDIN_MODEL = "cpu-standin"
 """The model name of a CPU stand-in accelerator slot."""
@@ -103,12 +104,7 @@ def load_inventory_config(data: Mapping[str, Any]) -> InventoryConfig:
     try:
         return InventoryConfig.model_validate(dict(data))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "inventory"
-        message = first["msg"].removeprefix("Value error, ")
-        raise UserInputError(
-            f"inventory.{where}: {first.get('input')!r} is not allowed ({message})"
-        ) from None
+        raise UserInputError(validation_line(exc, dotted("inventory"))) from None
 
 
 def read_inventory_file(path: Path) -> InventoryConfig:

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from switchyard.exit_codes import UserInputError
+from switchyard.validation_message import dotted, validation_line
 
 GIB = 1024**3
 CACHE_DIR_ENV = "SWITCHYARD_CACHE_DIR"
@@ -76,13 +77,7 @@ def load_staging_config(data: Mapping[str, Any]) -> StagingConfig:
     try:
         return StagingConfig.model_validate(dict(data))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "staging"
-        value = first.get("input")
-        raise UserInputError(
-            f"staging.{field}: {value!r} is not allowed ({first['msg']}); "
-            f"{len(exc.errors())} problem(s) in total"
-        ) from exc
+        raise UserInputError(validation_line(exc, dotted("staging"))) from None
 
 
 def default_cache_dir(environ: Mapping[str, str]) -> Path:

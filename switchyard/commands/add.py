@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from switchyard.exit_codes import UserInputError
+from switchyard.validation_message import dotted, validation_line
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,9 +44,7 @@ def model_config(args: argparse.Namespace) -> dict[str, Any]:
     try:
         ModelDeploymentConfig.model_validate({**config, "accelerator": {"kind": "gpu"}})
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"]) or "config"
-        raise UserInputError(f"{where}: {error['msg']}") from None
+        raise UserInputError(validation_line(exc, dotted(""))) from None
     from switchyard.model_source import parse_model_source
 
     parse_model_source(args.source)

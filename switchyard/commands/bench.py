@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,8 @@ def default_api_key() -> str | None:
 def build_config(args: argparse.Namespace, state_dir: Path) -> Any:
     from pydantic import ValidationError
 
-    from switchyard.bench.config import FLAG_OF_FIELD, FLAG_OF_SWAP_FIELD, BenchConfig
+    from switchyard.bench.config import BenchConfig
+    from switchyard.validation_message import validation_line
 
     during_swap = _during_swap(args)
     levels = args.concurrency
@@ -165,17 +167,20 @@ def build_config(args: argparse.Namespace, state_dir: Path) -> Any:
             during_swap=during_swap,
         )
     except ValidationError as exc:
-        error = exc.errors()[0]
-        message = str(error["msg"]).removeprefix("Value error, ")
-        if not error["loc"]:
-            # A check across fields names its flags itself; its input is the whole config,
-            # API key included, so it is never echoed.
-            raise UserInputError(message) from None
-        field = str(error["loc"][0])
-        flag = FLAG_OF_FIELD.get(field, field)
-        if field == "during_swap" and len(error["loc"]) > 1:
-            flag = FLAG_OF_SWAP_FIELD.get(str(error["loc"][1]), flag)
-        raise UserInputError(f"{flag}: {message} (got {error.get('input')!r})") from None
+        raise UserInputError(validation_line(exc, _flag_of)) from None
+
+
+def _flag_of(loc: Sequence[str]) -> str:
+    """The flag the user typed for a field; empty for a check across fields (it names its
+    flags itself)."""
+    from switchyard.bench.config import FLAG_OF_FIELD, FLAG_OF_SWAP_FIELD
+
+    if not loc:
+        return ""
+    flag = FLAG_OF_FIELD.get(loc[0], loc[0])
+    if loc[0] == "during_swap" and len(loc) > 1:
+        flag = FLAG_OF_SWAP_FIELD.get(loc[1], flag)
+    return flag
 
 
 def _during_swap(args: argparse.Namespace) -> dict[str, Any] | None:

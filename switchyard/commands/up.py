@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from switchyard.exit_codes import ExitCode, UserInputError
+from switchyard.validation_message import dotted, validation_line
 
 
 def register(subparsers: Any) -> None:
@@ -169,17 +170,7 @@ def build_config(args: argparse.Namespace) -> Any:
             }
         )
     except ValidationError as exc:
-        raise UserInputError(_validation_line(exc)) from None
-
-
-def _validation_line(exc: Any) -> str:
-    error = exc.errors()[0]
-    where = ".".join(str(p) for p in error["loc"]) or "config"
-    value = error.get("input")
-    if isinstance(value, dict | list):
-        # A whole (sub)config: echoing it would print the API keys and bury the message.
-        return f"{where}: {error['msg']}"
-    return f"{where}: {error['msg']} (got {value!r})"
+        raise UserInputError(validation_line(exc, dotted(""))) from None
 
 
 def run(args: argparse.Namespace) -> int:
