@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from rich.console import Console
 from rich.progress import (
@@ -20,7 +20,25 @@ from switchyard.bench.metrics import LevelMetrics
 from switchyard.bench.request_record import RequestRecord
 
 
-class RichSweepProgress:
+class _LiveDisplay:
+    """Draws `self._progress` while the `with` block runs (the bars need a refresh thread)."""
+
+    _progress: Progress
+
+    def __enter__(self) -> Self:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._progress.stop()
+
+
+class RichSweepProgress(_LiveDisplay):
     """A `SweepObserver` that draws bars and prints each level's headline when it ends."""
 
     def __init__(self, console: Console) -> None:
@@ -35,18 +53,6 @@ class RichSweepProgress:
         )
         self._task: TaskID | None = None
         self._failed = 0
-
-    def __enter__(self) -> RichSweepProgress:
-        self._progress.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._progress.stop()
 
     def level_started(self, label: str, total: int) -> None:
         self._failed = 0
@@ -69,7 +75,7 @@ class RichSweepProgress:
         self._task = None
 
 
-class RichSwapProgress:
+class RichSwapProgress(_LiveDisplay):
     """A `SwapObserver`: one open-ended bar for the steady load, and the manager's events
     printed above it as they happen."""
 
@@ -85,18 +91,6 @@ class RichSwapProgress:
         self._task = self._progress.add_task("load during swap", total=None, failed=0, models="")
         self._failed = 0
         self._answered_by: dict[str, int] = {}
-
-    def __enter__(self) -> RichSwapProgress:
-        self._progress.start()
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self._progress.stop()
 
     def request_done(self, record: RequestRecord) -> None:
         if record.succeeded:
