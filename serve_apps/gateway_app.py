@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import logging
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from serve_apps.asgi_listener import AsgiListener
@@ -19,6 +20,8 @@ from serve_apps.routing_table import RoutingTable
 
 if TYPE_CHECKING:
     from ray.serve.deployment import Application
+
+log = logging.getLogger(__name__)
 
 GATEWAY_APP_NAME = "switchyard-gateway"
 GATEWAY_DEPLOYMENT_NAME = "gateway"
@@ -77,8 +80,13 @@ class ServeReplicaCounts:
     of Serve's controller, so a Ray without it falls back to `serve.status()`.
     """
 
-    def __init__(self) -> None:
-        self._controller: Any = None
+    def __init__(
+        self,
+        controller: Any = None,
+        fallback: Callable[[], Awaitable[Mapping[str, int]]] | None = None,
+    ) -> None:
+        self._controller = controller  # looked up on first use when not given
+        self._fallback = fallback or running_replicas_from_status
         self._table_available = True
 
     async def __call__(self) -> Mapping[str, int]:
@@ -86,8 +94,9 @@ class ServeReplicaCounts:
             try:
                 return await self._from_running_table()
             except AttributeError:
+                log.warning("Serve's controller has no running-replica table; using serve.status()")
                 self._table_available = False
-        return await running_replicas_from_status()
+        return await self._fallback()
 
     async def _from_running_table(self) -> Mapping[str, int]:
         if self._controller is None:
