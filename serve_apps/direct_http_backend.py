@@ -74,8 +74,11 @@ class EngineHttpError:
     error: _ErrorDetail
 
 
-def engine_http_error(status: int, payload: bytes) -> EngineHttpError:
-    """vLLM answers `{"error": {...}}` (or, in older versions, the fields at the top level)."""
+def engine_http_error(status: int | None, payload: bytes) -> EngineHttpError:
+    """vLLM answers `{"error": {...}}` (or, in older versions, the fields at the top level).
+
+    `status` None: an error event inside a 200 stream, whose only status is the body's own
+    `code` (500 when that is missing or not an HTTP error status)."""
     try:
         body = json.loads(payload)
     except ValueError:
@@ -84,6 +87,9 @@ def engine_http_error(status: int, payload: bytes) -> EngineHttpError:
         body = {}
     nested = body.get("error")
     detail: dict[str, Any] = nested if isinstance(nested, dict) else body
+    if status is None:
+        code = detail.get("code")
+        status = code if isinstance(code, int) and 400 <= code < 600 else 500
     message = detail.get("message") or payload.decode("utf-8", "replace")[:500] or str(status)
     kind, param = detail.get("type"), detail.get("param")
     return EngineHttpError(
@@ -115,14 +121,7 @@ def split_at_error_event(events: bytes) -> tuple[bytes, EngineHttpError | None]:
         end = len(events) if end < 0 else end + 2
         event = events[start:end]
         if event.startswith(_ERROR_EVENT):
-            payload = event[len(b"data: ") :].strip()
-            try:
-                detail = json.loads(payload).get("error")
-            except ValueError:
-                detail = None
-            code = detail.get("code") if isinstance(detail, dict) else None
-            status = code if isinstance(code, int) and 400 <= code < 600 else 500
-            return events[:start], engine_http_error(status, payload)
+            return events[:start], engine_http_error(None, event[len(b"data: ") :].strip())
         start = end
     return events, None
 
