@@ -442,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--systems: unknown {unknown}; choose from {', '.join(SYSTEMS)}")
     from transformers import AutoTokenizer
 
-    from switchyard.miniature import ensure_miniature
+    from cluster.miniature import ensure_miniature
 
     args.workdir.mkdir(parents=True, exist_ok=True)
     # The directory `switchyard up` stages this miniature into, so all four load the same files.

@@ -39,7 +39,7 @@ import psutil
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cluster.ray_runtime import local_head_processes
-from switchyard.validation_message import validation_line
+from domain.validation_message import validation_line
 
 SWITCHYARD = str(Path(sys.executable).with_name("switchyard"))
 GATEWAY_PROCESS = "ServeReplica:switchyard-gateway"

@@ -230,8 +230,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from cluster.miniature import ensure_miniature
     from cluster.staging.layout import CacheLayout
-    from switchyard.miniature import ensure_miniature
 
     args.workdir.mkdir(parents=True, exist_ok=True)
     state = args.workdir / "state"

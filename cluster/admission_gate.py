@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from domain.deployment_config import ModelDeploymentConfig
 from policies.admission import AdmissionRequest, Decision, admit
 from policies.inventory import ClusterInventory
 from policies.layout import Layout
 from policies.memory import KvCacheDtype
 from policies.model_spec import load_model_spec
 from policies.weights import weights_from_model_dir
-from serve_apps.deployment_config import ModelDeploymentConfig
 
 
 def admission_request(config: ModelDeploymentConfig) -> AdmissionRequest:

@@ -21,7 +21,9 @@ from cluster.fleet_metrics import DiscardFleetMetrics, FleetMetrics, SwapSubject
 from cluster.journal import Journal
 from cluster.model_deployer import DeployFailed, ModelDeployer
 from cluster.node_probe.overrides import InventoryConfig
-from cluster.operation import (
+from domain.deployment_config import AcceleratorConfig, ModelDeploymentConfig
+from domain.model_state import ModelState
+from domain.operation import (
     OperationEvent,
     OperationKind,
     OperationResult,
@@ -29,8 +31,6 @@ from cluster.operation import (
     SwapPhase,
     now,
 )
-from serve_apps.deployment_config import AcceleratorConfig, ModelDeploymentConfig
-from serve_apps.model_state import ModelState
 
 log = logging.getLogger(__name__)
 
@@ -674,7 +674,7 @@ class ClusterView:
         """A directory with just what admission reads, without downloading weights."""
         import tempfile
 
-        from switchyard.model_source import SourceKind, parse_model_source
+        from domain.model_source import SourceKind, parse_model_source
 
         parsed = parse_model_source(source)
         if parsed.kind is not SourceKind.HUB:

@@ -11,9 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from serve_apps.gateway_metrics import ray_metric
-from serve_apps.model_state import ModelState
-from switchyard.observability.metric_names import (
+from domain.metric_names import (
     ACCELERATORS_CLAIMED,
     ACCELERATORS_TOTAL,
     ADMISSION_DECISIONS,
@@ -28,6 +26,8 @@ from switchyard.observability.metric_names import (
     SWAP_IN_PROGRESS,
     MetricSpec,
 )
+from domain.model_state import ModelState
+from serve_apps.gateway_metrics import ray_metric
 
 ADMITTED_REASON = "none"
 

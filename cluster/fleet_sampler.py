@@ -16,7 +16,7 @@ from typing import Any
 
 from cluster.fleet_metrics import NodeUsage, RayFleetMetrics
 from cluster.staging.integrity import bytes_on_disk
-from serve_apps.deployment_config import AcceleratorConfig
+from domain.deployment_config import AcceleratorConfig
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from cluster.journal import Journal
 from cluster.model_deployer import ModelDeployer
 from cluster.model_materializer import staged_model_path
 from cluster.ray_runtime import LOCAL_HEAD_MARKER
-from cluster.registry import SWITCHYARD_NAMESPACE, registry_actor
+from serve_apps.registry import SWITCHYARD_NAMESPACE, registry_actor
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from cluster.engine_error import summarize_failure
-from serve_apps.deployment_config import ModelDeploymentConfig
-from serve_apps.model_state import ModelState
+from domain.deployment_config import ModelDeploymentConfig
+from domain.model_state import ModelState
 from serve_apps.routing_table import ModelRoute
 
 log = logging.getLogger(__name__)

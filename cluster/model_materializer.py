@@ -22,7 +22,7 @@ def staged_model_path(state_dir: Path) -> Callable[[str], Path]:
 
     def materialize(source_text: str) -> Path:
         from cluster.staging.stage import stage
-        from switchyard.model_source import parse_model_source
+        from domain.model_source import parse_model_source
 
         config = manager_staging_config(state_dir)
         return stage(parse_model_source(source_text), config).path

@@ -227,7 +227,7 @@ def connect(address: str) -> None:
     apply_token_auth_default()
     import ray
 
-    from cluster.registry import SWITCHYARD_NAMESPACE
+    from serve_apps.registry import SWITCHYARD_NAMESPACE
 
     if ray.is_initialized():
         return

@@ -61,7 +61,7 @@ def weights_disk_report(
     from cluster.staging.layout import CacheLayout
     from cluster.staging.manifest_fetch import fetch_manifest
     from cluster.staging.stage import check_disk
-    from switchyard.model_source import parse_model_source
+    from domain.model_source import parse_model_source
 
     source = parse_model_source(source_text)
     miniatures = CacheLayout(config.cache_dir).miniatures_dir

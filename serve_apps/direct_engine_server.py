@@ -62,7 +62,7 @@ class DirectStreamingLLMServer(LLMServer):
     async def _register(self) -> None:
         if self._endpoint is None:
             return
-        from cluster.registry import registry_actor
+        from serve_apps.registry import registry_actor
 
         try:
             await registry_actor(create=False).register_engine_endpoint.remote(self._endpoint)
@@ -79,7 +79,7 @@ class DirectStreamingLLMServer(LLMServer):
     async def __del__(self) -> None:
         endpoint, self._endpoint = self._endpoint, None
         if endpoint is not None:
-            from cluster.registry import registry_actor
+            from serve_apps.registry import registry_actor
 
             try:
                 await registry_actor(create=False).unregister_engine_endpoint.remote(

@@ -19,6 +19,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from domain.model_state import ModelState
 from serve_apps.api_keys import ApiKeyCheck
 from serve_apps.gateway_metrics import (
     DiscardGatewayMetrics,
@@ -31,7 +32,6 @@ from serve_apps.gateway_settings import GatewaySettings
 from serve_apps.json_body import parse_json_object
 from serve_apps.loop_task import LoopTask
 from serve_apps.model_backend import Method, ModelBackend
-from serve_apps.model_state import ModelState
 from serve_apps.openai_errors import GatewayError
 from serve_apps.replica_health import ReplicaHealthView
 from serve_apps.request_timing import RequestTiming

@@ -51,7 +51,7 @@ class RegistryClient:
 
     def _registry(self) -> Any:
         if self._handle is None:
-            from cluster.registry import registry_actor
+            from serve_apps.registry import registry_actor
 
             self._handle = registry_actor(create=False)
         return self._handle

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from switchyard.observability.metric_names import (
+from domain.metric_names import (
     GATEWAY_E2E,
     GATEWAY_GENERATED_TOKENS,
     GATEWAY_HELD,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from serve_apps.deployment_config import ModelDeploymentConfig
+from domain.deployment_config import ModelDeploymentConfig
 from serve_apps.placement import placement_for
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from serve_apps.deployment_config import AcceleratorConfig, LayoutConfig
+from domain.deployment_config import AcceleratorConfig, LayoutConfig
 
 Strategy = Literal["STRICT_PACK", "PACK", "SPREAD"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from serve_apps.model_state import ModelState
+from domain.model_state import ModelState
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
 
+from domain.exit_codes import ExitCode, Rejected, UserInputError
 from switchyard import __version__
-from switchyard.exit_codes import ExitCode, Rejected, UserInputError
 
 # Order here is the order `switchyard --help` lists the commands in.
 COMMAND_MODULES: tuple[str, ...] = (

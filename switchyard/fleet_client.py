@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from switchyard.exit_codes import ExitCode, UserInputError
+from domain.exit_codes import ExitCode, UserInputError
 
 
 def resolve_address(address: str | None, state_dir: Path | None) -> str:

@@ -79,9 +79,9 @@ class Stack:
 
         from cluster.fleet_manager import ManagerSettings
         from cluster.manager_actor import manager_actor
-        from cluster.registry import registry_actor
-        from serve_apps.deployment_config import AcceleratorConfig
+        from domain.deployment_config import AcceleratorConfig
         from serve_apps.gateway_app import GATEWAY_APP_NAME, build_gateway_app
+        from serve_apps.registry import registry_actor
 
         info = StackInfo(
             address=connection.address,
@@ -144,7 +144,7 @@ def stack_down(state_dir: Path, address: str | None, report: Report) -> bool:
             from ray import serve
 
             from cluster.fleet_manager import MANAGER_ACTOR_NAME
-            from cluster.registry import REGISTRY_ACTOR_NAME, SWITCHYARD_NAMESPACE
+            from serve_apps.registry import REGISTRY_ACTOR_NAME, SWITCHYARD_NAMESPACE
 
             connect(target)
             serve.shutdown()  # type: ignore[no-untyped-call]

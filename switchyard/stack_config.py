@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cluster.node_probe.overrides import InventoryConfig
 from cluster.ray_runtime import LocalHeadConfig
-from serve_apps.deployment_config import ModelDeploymentConfig
+from domain.deployment_config import ModelDeploymentConfig
 from serve_apps.gateway_settings import GatewaySettings
 
 DEFAULT_MODEL_SOURCE = "miniature:kimi-k2.5"

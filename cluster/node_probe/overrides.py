@@ -16,11 +16,11 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cluster.node_probe.records import GpuFactSource, NodeFacts, NodeProbe
+from domain.exit_codes import UserInputError
+from domain.validation_message import dotted, validation_line
 from policies.errors import UnknownGpu
 from policies.inventory import BUILTIN_GPU_PROFILES, Interconnect, gpu_profile
 from policies.units import GIB
-from switchyard.exit_codes import UserInputError
-from switchyard.validation_message import dotted, validation_line
 
 STANDIN_MODEL = "cpu-standin"
 """The model name of a CPU stand-in accelerator slot."""

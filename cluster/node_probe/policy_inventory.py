@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from cluster.node_probe.records import NodeFacts
+from domain.deployment_config import AcceleratorConfig
 from policies.errors import UnknownGpu
 from policies.inventory import (
     ClusterInventory,
@@ -19,7 +20,6 @@ from policies.inventory import (
     NodeInventory,
     gpu_profile,
 )
-from serve_apps.deployment_config import AcceleratorConfig
 
 SHARED_CACHE_STORAGE = "cache"
 """Storage id of the one weight cache every node reads (the manager stages in shared mode)."""

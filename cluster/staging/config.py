@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from switchyard.exit_codes import UserInputError
-from switchyard.validation_message import dotted, validation_line
+from domain.exit_codes import UserInputError
+from domain.validation_message import dotted, validation_line
 
 GIB = 1024**3
 CACHE_DIR_ENV = "SWITCHYARD_CACHE_DIR"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from switchyard.exit_codes import Rejected
+from domain.exit_codes import Rejected
 
 if TYPE_CHECKING:
     from cluster.staging.budget import DiskVerdict

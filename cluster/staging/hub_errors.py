@@ -7,8 +7,8 @@ from contextlib import contextmanager
 from importlib import import_module
 
 from cluster.staging.errors import HubUnreachableError
-from switchyard.exit_codes import UserInputError
-from switchyard.model_source import ModelSource
+from domain.exit_codes import UserInputError
+from domain.model_source import ModelSource
 
 
 @contextmanager

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cluster.staging.manifest import SourceManifest
-from switchyard.model_source import SourceKind
+from domain.model_source import SourceKind
 
 _ENTRY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _COMMIT_CHARS_IN_NAME = 12

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from switchyard.model_source import ModelSource, parse_model_source
+from domain.model_source import ModelSource, parse_model_source
 
 
 @dataclass(frozen=True)

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import os
 import tempfile
-from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-from cluster.staging.errors import HubUnreachableError, StagingError
+from cluster.staging.errors import HubUnreachableError
 from cluster.staging.file_selection import select_files
 from cluster.staging.hub_environment import resolve_endpoint
 from cluster.staging.hub_errors import hub_errors
 from cluster.staging.manifest import ManifestFile, SourceManifest
-from switchyard.exit_codes import UserInputError
-from switchyard.model_source import ModelSource, SourceKind
+from domain.exit_codes import UserInputError
+from domain.model_source import ModelSource, SourceKind
 
 # Switchyard's own files inside a model directory, never part of a model.
 _HIDDEN_PREFIX = "."
@@ -67,16 +66,10 @@ def local_manifest(source: ModelSource, directory: Path) -> SourceManifest:
 
 
 def materialise_miniature(source: ModelSource, miniature_dir: Path | None) -> Path:
-    """Generate (or reuse) a miniature's directory via `switchyard.miniature.ensure_miniature`."""
+    """Generate (or reuse) a miniature's directory (`cluster/miniature/`)."""
+    from cluster.miniature import ensure_miniature
+
     assert source.name is not None
-    try:
-        miniature = import_module("switchyard.miniature")
-        ensure_miniature = miniature.ensure_miniature
-    except (ImportError, AttributeError) as exc:
-        raise StagingError(
-            f"model source: {source} needs switchyard.miniature.ensure_miniature, "
-            "which this installation lacks"
-        ) from exc
     target = miniature_dir or Path(tempfile.gettempdir()) / "switchyard-miniatures"
     return Path(os.fspath(ensure_miniature(source.name, target)))
 

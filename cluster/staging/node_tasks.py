@@ -29,7 +29,7 @@ from cluster.staging.layout import CacheLayout, entry_name_for
 from cluster.staging.manifest import SourceManifest
 from cluster.staging.manifest_fetch import fetch_manifest
 from cluster.staging.stage import StagedModel, check_disk, stage
-from switchyard.model_source import ModelSource, SourceKind
+from domain.model_source import ModelSource, SourceKind
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from cluster.staging.manifest_fetch import fetch_manifest, local_manifest, mater
 from cluster.staging.progress import DiskProgressMonitor, ProgressSink, default_sink
 from cluster.staging.space_gate import FreeBytesProbe, SpaceGate, disk_free_bytes
 from cluster.staging.units import format_bytes, format_duration
-from switchyard.model_source import ModelSource, SourceKind
+from domain.model_source import ModelSource, SourceKind
 
 logger = logging.getLogger(__name__)
 

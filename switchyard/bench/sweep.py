@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from domain.exit_codes import Rejected
 from switchyard.bench.client import Endpoint
 from switchyard.bench.load import LevelRun, run_level
 from switchyard.bench.metrics import LevelMetrics, summarize
 from switchyard.bench.prompts import Prompt
 from switchyard.bench.request_record import RequestRecord
-from switchyard.exit_codes import Rejected
 
 
 class SweepObserver(Protocol):

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from switchyard.exit_codes import UserInputError
+from domain.exit_codes import UserInputError
 
 STATUS_TIMEOUT_S = 120.0
 
@@ -65,7 +65,7 @@ def location_from_status(
     status: dict[str, Any], *, model: str, state_dir: Path
 ) -> TokenizerLocation:
     """The tokenizer of the model (name or alias) in a `switchyard status --json` object."""
-    from switchyard.model_source import SourceKind, parse_model_source
+    from domain.model_source import SourceKind, parse_model_source
 
     for entry in status.get("models", []):
         if model == entry.get("name") or model in entry.get("aliases", []):
@@ -86,8 +86,8 @@ def location_from_status(
 
 
 def _miniature_dir(name: str, state_dir: Path) -> Path:
+    from cluster.miniature import ensure_miniature
     from cluster.staging.layout import CacheLayout
-    from switchyard.miniature import ensure_miniature
 
     # The same cache `switchyard up` stages miniatures into (switchyard.stack).
     return ensure_miniature(name, CacheLayout(state_dir / "cache").miniatures_dir)

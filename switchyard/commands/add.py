@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from switchyard.exit_codes import UserInputError
-from switchyard.validation_message import dotted, validation_line
+from domain.exit_codes import UserInputError
+from domain.validation_message import dotted, validation_line
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -29,7 +29,7 @@ def model_config(args: argparse.Namespace) -> dict[str, Any]:
     """A validated deployment config (less the accelerator, which the cluster decides)."""
     from pydantic import ValidationError
 
-    from serve_apps.deployment_config import ModelDeploymentConfig
+    from domain.deployment_config import ModelDeploymentConfig
 
     engine: dict[str, Any] = {}
     if args.max_model_len is not None:
@@ -45,7 +45,7 @@ def model_config(args: argparse.Namespace) -> dict[str, Any]:
         ModelDeploymentConfig.model_validate({**config, "accelerator": {"kind": "gpu"}})
     except ValidationError as exc:
         raise UserInputError(validation_line(exc, dotted(""))) from None
-    from switchyard.model_source import parse_model_source
+    from domain.model_source import parse_model_source
 
     parse_model_source(args.source)
     return config

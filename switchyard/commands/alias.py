@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from switchyard.exit_codes import UserInputError
+from domain.exit_codes import UserInputError
 
 
 def register(subparsers: Any) -> None:
@@ -21,7 +21,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from serve_apps.deployment_config import validate_model_name
+    from domain.deployment_config import validate_model_name
     from switchyard.fleet_client import resolve_address, run_operation
 
     try:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from switchyard.exit_codes import ExitCode, UserInputError
+from domain.exit_codes import ExitCode, UserInputError
 
 DEFAULT_URL = "http://127.0.0.1:8000/v1"
 DEFAULT_LEVELS = "1,8,32,128"
@@ -143,8 +143,8 @@ def default_api_key() -> str | None:
 def build_config(args: argparse.Namespace, state_dir: Path) -> Any:
     from pydantic import ValidationError
 
+    from domain.validation_message import validation_line
     from switchyard.bench.config import BenchConfig
-    from switchyard.validation_message import validation_line
 
     during_swap = _during_swap(args)
     levels = args.concurrency

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from switchyard.exit_codes import ExitCode, UserInputError
+from domain.exit_codes import ExitCode, UserInputError
 
 if TYPE_CHECKING:
     from cluster.staging import CacheEntry, CacheLayout
@@ -155,7 +155,7 @@ def _evict(layout: CacheLayout, name: str) -> int:
 
 def _matching_entries(layout: CacheLayout, name: str) -> list[str]:
     """An exact entry name, or the one entry of a hub source `org/name[@revision]`."""
-    from switchyard.model_source import SourceKind, parse_model_source
+    from domain.model_source import SourceKind, parse_model_source
 
     names = layout.entry_names()
     if name in names:

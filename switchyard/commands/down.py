@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from switchyard.exit_codes import ExitCode
+from domain.exit_codes import ExitCode
 
 
 def register(subparsers: Any) -> None:

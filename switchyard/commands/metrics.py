@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from switchyard.exit_codes import ExitCode, UserInputError
+from domain.exit_codes import ExitCode, UserInputError
 
 DEBIAN_PROMETHEUS = "/usr/bin/prometheus"
 

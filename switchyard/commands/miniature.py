@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from switchyard.exit_codes import ExitCode, UserInputError
+from domain.exit_codes import ExitCode, UserInputError
 
 # Listed here rather than read from the catalog so `switchyard --help` does not import it.
 MINIATURE_NAMES = ("kimi-k2.5", "minimax-m2.5", "llama")
@@ -44,7 +44,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from switchyard.miniature import corrupt_weights, recipe_for, write_miniature
+    from cluster.miniature import corrupt_weights, recipe_for, write_miniature
 
     recipe = recipe_for(args.name)
     started = time.monotonic()

@@ -11,7 +11,7 @@ import json
 import os
 from pathlib import Path
 
-from switchyard.exit_codes import ExitCode, Rejected
+from domain.exit_codes import ExitCode, Rejected
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from cluster.staging.config import default_cache_dir
     from cluster.staging.layout import CacheLayout
     from cluster.staging.units import format_bytes
-    from switchyard.model_source import parse_model_source
+    from domain.model_source import parse_model_source
 
     source = parse_model_source(args.source)
     settings: dict[str, object] = {

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from switchyard.exit_codes import ExitCode, UserInputError
+from domain.exit_codes import ExitCode, UserInputError
 
 # Ray writes the Prometheus service-discovery file for every node's metrics agent here.
 RAY_PROMETHEUS_SD_FILE = "/tmp/ray/prom_metrics_service_discovery.json"
@@ -39,7 +39,7 @@ def collect(address: str) -> dict[str, Any]:
     import ray
 
     from cluster.ray_runtime import connect
-    from cluster.registry import registry_actor
+    from serve_apps.registry import registry_actor
 
     connect(address)
     try:

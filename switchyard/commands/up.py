@@ -12,8 +12,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from switchyard.exit_codes import ExitCode, UserInputError
-from switchyard.validation_message import dotted, validation_line
+from domain.exit_codes import ExitCode, UserInputError
+from domain.validation_message import dotted, validation_line
 
 
 def register(subparsers: Any) -> None:

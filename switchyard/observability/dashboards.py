@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from switchyard.observability import metric_names as m
+from domain import metric_names as m
 from switchyard.observability import promql as q
 
 DATASOURCE_UID = "switchyard-prometheus"

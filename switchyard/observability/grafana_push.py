@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from switchyard.exit_codes import Rejected
+from domain.exit_codes import Rejected
 from switchyard.observability.dashboards import FOLDER, dashboard_json, dashboards
 
 

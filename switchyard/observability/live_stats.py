@@ -16,13 +16,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from switchyard.observability import promql
-from switchyard.observability.metric_names import (
+from domain.metric_names import (
     GATEWAY_GENERATED_TOKENS,
     GATEWAY_PROMPT_TOKENS,
     GATEWAY_REQUESTS,
     GATEWAY_TTFT,
 )
+from switchyard.observability import promql
 
 QUANTILE = 0.95
 

@@ -6,7 +6,7 @@ panel runs; `RATE_WINDOW` is what a panel asks for.
 
 from __future__ import annotations
 
-from switchyard.observability.metric_names import Kind, MetricSpec
+from domain.metric_names import Kind, MetricSpec
 
 RATE_WINDOW = "$__rate_interval"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from switchyard.exit_codes import UserInputError
+from domain.exit_codes import UserInputError
 from switchyard.observability.live_stats import ModelLiveStats, query_prometheus, sample_agents
 from switchyard.observability.ray_targets import scrape_targets, service_discovery_file
 

@@ -35,7 +35,7 @@ def miniatures(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def registry(ray_instance: None) -> Iterator[Any]:
     import ray
 
-    from cluster.registry import REGISTRY_ACTOR_NAME, SWITCHYARD_NAMESPACE, registry_actor
+    from serve_apps.registry import REGISTRY_ACTOR_NAME, SWITCHYARD_NAMESPACE, registry_actor
 
     actor = registry_actor()
     try:

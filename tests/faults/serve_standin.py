@@ -17,8 +17,8 @@ from typing import Any
 from cluster.fleet_manager import ClusterView
 from cluster.journal import Journal
 from cluster.model_deployer import DeployFailed, DeployResult, ModelDeployer
-from serve_apps.deployment_config import ModelDeploymentConfig
-from serve_apps.model_state import ModelState
+from domain.deployment_config import ModelDeploymentConfig
+from domain.model_state import ModelState
 
 RUNNING = "RUNNING"
 DEPLOYING = "DEPLOYING"

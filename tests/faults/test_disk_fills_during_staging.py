@@ -19,7 +19,7 @@ import pytest
 
 from cluster.staging import CacheLayout, EntryState, StagingConfig, list_entries, pin, stage
 from cluster.staging.errors import StagingError
-from switchyard.model_source import parse_model_source
+from domain.model_source import parse_model_source
 from tests.integration.local_hub import LocalHub
 from tests.integration.small_volume import small_volume
 

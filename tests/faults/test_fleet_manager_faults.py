@@ -25,8 +25,8 @@ from cluster.fleet_manager import FleetManager, ManagerSettings
 from cluster.journal import Journal
 from cluster.model_materializer import staged_model_path
 from cluster.staging.errors import StagingError
-from serve_apps.deployment_config import AcceleratorConfig, EngineConfig, ModelDeploymentConfig
-from serve_apps.model_state import ModelState
+from domain.deployment_config import AcceleratorConfig, EngineConfig, ModelDeploymentConfig
+from domain.model_state import ModelState
 
 from .serve_standin import (
     RUNNING,

@@ -12,7 +12,7 @@ from cluster.node_probe.nvml_reader import read_nvml
 from cluster.node_probe.overrides import apply_overrides
 from cluster.node_probe.policy_inventory import policy_inventory, profile_for
 from cluster.node_probe.records import GpuFactSource
-from serve_apps.deployment_config import AcceleratorConfig
+from domain.deployment_config import AcceleratorConfig
 
 pytestmark = pytest.mark.gpu
 

@@ -12,8 +12,8 @@ import json
 import sys
 
 from cluster.staging import StagingConfig, stage
-from switchyard.exit_codes import Rejected
-from switchyard.model_source import parse_model_source
+from domain.exit_codes import Rejected
+from domain.model_source import parse_model_source
 
 
 def main(argv: list[str]) -> int:

@@ -20,8 +20,8 @@ from cluster.node_probe.overrides import InventoryConfig, NodeOverride
 from cluster.node_probe.ray_probe import ProbedCluster, probe_cluster
 from cluster.staging import StagingConfig
 from cluster.weight_disk_report import weights_disk_report
+from domain.deployment_config import AcceleratorConfig
 from policies.inventory import Interconnect
-from serve_apps.deployment_config import AcceleratorConfig
 from tests.support.running_stack import wait_until
 
 from .local_hub import LocalHub

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from switchyard.miniature import MINIATURES, write_miniature
+from cluster.miniature import MINIATURES, write_miniature
 
 PROBE = Path(__file__).with_name("vllm_miniature_probe.py")
 REPORT_PREFIX = "MINIATURE_PROBE_REPORT "

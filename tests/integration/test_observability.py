@@ -24,14 +24,14 @@ from typing import Any
 import openai
 import pytest
 
-from switchyard.commands.metrics import DEBIAN_PROMETHEUS
-from switchyard.observability import promql
-from switchyard.observability.dashboards import every_expression
-from switchyard.observability.metric_names import (
+from domain.metric_names import (
     LAST_SWAP_PHASE_SECONDS,
     MODEL_STATE,
     SWAP_IN_PROGRESS,
 )
+from switchyard.commands.metrics import DEBIAN_PROMETHEUS
+from switchyard.observability import promql
+from switchyard.observability.dashboards import every_expression
 from tests.support.recording_http import Answer, recording_server
 from tests.support.running_stack import SWITCHYARD, RunningStack, free_port, stack_env, wait_until
 

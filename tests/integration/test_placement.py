@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from serve_apps.deployment_config import AcceleratorConfig, LayoutConfig, ModelDeploymentConfig
+from domain.deployment_config import AcceleratorConfig, LayoutConfig, ModelDeploymentConfig
 from serve_apps.placement import placement_for
 
 SLOTS = "accel_slot"
@@ -88,7 +88,7 @@ def test_an_unplaceable_layout_is_refused_before_anything_is_deployed(
     from ray import serve
 
     from cluster.model_deployer import ModelDeployer, PlacementRefused
-    from cluster.registry import registry_actor
+    from serve_apps.registry import registry_actor
 
     registry = registry_actor()
     deployer = ModelDeployer(registry, lambda source: tmp_path)
@@ -107,9 +107,9 @@ def test_a_real_tp2_engine_is_placed_on_one_node_and_serves(cluster: Any, tmp_pa
     from ray.serve.llm.openai_api_models import CompletionRequest
     from ray.util.placement_group import placement_group_table
 
+    from cluster.miniature import ensure_miniature
     from cluster.model_deployer import ModelDeployer
-    from cluster.registry import registry_actor
-    from switchyard.miniature import ensure_miniature
+    from serve_apps.registry import registry_actor
 
     model_dir = ensure_miniature("llama", tmp_path)
     serve.start(http_options={"host": "127.0.0.1", "port": 0})

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from cluster.miniature import write_miniature
 from policies.layout import Layout
 from policies.layout_rules import (
     check_model_rules,
@@ -31,7 +32,6 @@ from policies.layout_rules import (
 from policies.memory import KvCacheDtype, kv_bytes_per_token_per_gpu, kv_bytes_per_token_per_layer
 from policies.model_spec import load_model_spec
 from policies.reasons import ReasonCode
-from switchyard.miniature import write_miniature
 
 PROBE = Path(__file__).with_name("policy_vllm_probe.py")
 REPORT_PREFIX = "POLICY_VLLM_PROBE "
@@ -132,7 +132,9 @@ def validator_cases(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, 
     for name in ("MiniMax-M2.5", "Kimi-K2.5"):
         folder = root / name
         folder.mkdir()
-        source = resources.files("switchyard").joinpath(f"reference_configs/{name}.config.json")
+        source = resources.files("cluster.miniature").joinpath(
+            f"reference_configs/{name}.config.json"
+        )
         (folder / "config.json").write_text(source.read_text(encoding="utf-8"))
         dirs[name] = folder
     dirs["llama"] = write_miniature("llama", root / "llama")

@@ -35,8 +35,8 @@ from cluster.staging import (
     stage,
 )
 from cluster.staging.cache_entries import entry_state
-from switchyard.exit_codes import UserInputError
-from switchyard.model_source import parse_model_source
+from domain.exit_codes import UserInputError
+from domain.model_source import parse_model_source
 
 from .local_hub import LocalHub
 from .small_volume import small_volume

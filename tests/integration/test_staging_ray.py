@@ -22,7 +22,7 @@ from cluster.staging import (
     list_entries_across_nodes,
     stage_across_nodes,
 )
-from switchyard.model_source import parse_model_source
+from domain.model_source import parse_model_source
 
 from .local_hub import LocalHub
 from .tiny_hub_model import REPO, SHARD_1, SHARD_2, tiny_model_files

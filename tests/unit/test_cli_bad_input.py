@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from domain.exit_codes import ExitCode
 from switchyard.cli import main
-from switchyard.exit_codes import ExitCode
 
 
 class ReachedWork(AssertionError):
@@ -62,7 +62,7 @@ def bad_inventories(tmp_path: Path) -> Path:
     return tmp_path
 
 
-PLAN = ["plan", "switchyard/reference_configs/Kimi-K2.5.config.json", "--gpu", "h200"]
+PLAN = ["plan", "cluster/miniature/reference_configs/Kimi-K2.5.config.json", "--gpu", "h200"]
 ADD = ["add", "miniature:llama", "--name", "ok"]
 SWAP = ["swap", "old", "miniature:llama", "--name", "ok"]
 

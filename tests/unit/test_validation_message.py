@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from switchyard.validation_message import dotted, validation_line
+from domain.validation_message import dotted, validation_line
 
 
 class Inner(BaseModel):

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from domain.exit_codes import ExitCode
 from switchyard.bench.config import BenchConfig
 from switchyard.cli import build_parser, main
 from switchyard.commands import bench
-from switchyard.exit_codes import ExitCode
 
 
 @pytest.fixture(autouse=True)

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from cluster.miniature import MINIATURES
 from switchyard.bench.prompts import exact_length_prompts, special_token_overhead, word_pool
-from switchyard.miniature import MINIATURES
 
 
 @pytest.mark.parametrize("name", MINIATURES)

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
+from domain.exit_codes import UserInputError
 from switchyard.bench.tokenizer_source import (
     locate_tokenizer,
     location_from_status,
     same_server,
 )
-from switchyard.exit_codes import UserInputError
 
 
 def _status(source: str) -> dict[str, Any]:

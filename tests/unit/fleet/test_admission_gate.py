@@ -7,18 +7,18 @@ from pathlib import Path
 import pytest
 
 from cluster.admission_gate import admission_request, decide
-from policies.inventory import ClusterInventory, GpuProfile, NodeInventory
-from policies.layout import Layout
-from policies.memory import KvCacheDtype
-from policies.reasons import ReasonCode
-from policies.units import GIB
-from serve_apps.deployment_config import (
+from cluster.miniature import write_miniature
+from domain.deployment_config import (
     AcceleratorConfig,
     EngineConfig,
     LayoutConfig,
     ModelDeploymentConfig,
 )
-from switchyard.miniature import write_miniature
+from policies.inventory import ClusterInventory, GpuProfile, NodeInventory
+from policies.layout import Layout
+from policies.memory import KvCacheDtype
+from policies.reasons import ReasonCode
+from policies.units import GIB
 
 # A Ray node id (56 hex characters); the inventory names nodes by their first 12.
 NODE_A = "a1b2c3d4e5f6" + "0" * 44

@@ -13,8 +13,8 @@ from cluster.fleet_manager import FleetManager, ManagerSettings
 from cluster.fleet_metrics import RecordingFleetMetrics, SwapSubject
 from cluster.fleet_sampler import accelerator_resource, node_usage
 from cluster.journal import Journal
-from cluster.operation import OperationKind, Outcome, SwapPhase
-from serve_apps.deployment_config import AcceleratorConfig, ModelDeploymentConfig
+from domain.deployment_config import AcceleratorConfig, ModelDeploymentConfig
+from domain.operation import OperationKind, Outcome, SwapPhase
 
 
 def manager(tmp_path: Path, metrics: RecordingFleetMetrics) -> FleetManager:

@@ -18,8 +18,8 @@ from cluster.node_probe.overrides import (
     unmatched,
 )
 from cluster.node_probe.records import GpuDevice, GpuFacts, GpuFactSource, NodeProbe
+from domain.exit_codes import UserInputError
 from policies.inventory import Interconnect
-from switchyard.exit_codes import UserInputError
 from switchyard.stack_config import StackConfig
 
 GIB = 2**30

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from cluster.fleet_manager import ManagerSettings, _layout_from_text
-from serve_apps.deployment_config import AcceleratorConfig, LayoutConfig
+from domain.deployment_config import AcceleratorConfig, LayoutConfig
 
 
 class TestLayoutFromText:

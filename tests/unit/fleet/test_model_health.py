@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cluster.model_health import HealthChange, health_changes
-from serve_apps.model_state import ModelState
+from domain.model_state import ModelState
 
 APPS = {"kimi": "model-kimi", "llama": "model-llama"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from cluster.operation import (
+from domain.operation import (
     OperationEvent,
     OperationKind,
     OperationResult,

@@ -11,10 +11,10 @@ from cluster.node_probe.local_probe import probe_this_node
 from cluster.node_probe.overrides import NodeOverride, apply_overrides
 from cluster.node_probe.policy_inventory import policy_inventory, profile_for
 from cluster.node_probe.records import GpuFactSource, NodeFacts
+from domain.deployment_config import AcceleratorConfig
 from policies.admission import AdmissionRequest, admit
 from policies.inventory import Interconnect, gpu_profile
 from policies.model_spec import load_model_spec
-from serve_apps.deployment_config import AcceleratorConfig
 from tests.unit.fleet.test_inventory_overrides import cpu_probe, gpu_probe
 
 GIB = 2**30
@@ -79,7 +79,9 @@ def test_cpu_fleets_plan_the_declared_standin_slots_and_skip_gpu_nodes() -> None
 def test_admission_follows_the_overrides() -> None:
     """MiniMax-M2.5 (block FP8, ~214 GiB) on the story's PCIe box: admitted as probed, and
     refused once an override says the cache volume has only 100 GiB free."""
-    config = resources.files("switchyard").joinpath("reference_configs/MiniMax-M2.5.config.json")
+    config = resources.files("cluster.miniature").joinpath(
+        "reference_configs/MiniMax-M2.5.config.json"
+    )
     spec = load_model_spec(Path(str(config)))
     probe = gpu_probe(
         model="NVIDIA RTX PRO 6000 Blackwell Server Edition",

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from cluster.registry import FleetRegistry
 from serve_apps.engine_endpoint import EngineEndpoint
+from serve_apps.registry import FleetRegistry
 
 
 def endpoint(replica: str, app: str = "model-m") -> EngineEndpoint:

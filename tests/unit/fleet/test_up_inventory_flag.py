@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from cluster.node_probe.overrides import NodeOverride
+from domain.exit_codes import UserInputError
 from switchyard.cli import build_parser
 from switchyard.commands import up
-from switchyard.exit_codes import UserInputError
 
 
 @pytest.fixture(autouse=True)

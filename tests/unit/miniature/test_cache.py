@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from switchyard.exit_codes import UserInputError
-from switchyard.miniature import FORMAT_VERSION, ensure_miniature
+from cluster.miniature import FORMAT_VERSION, ensure_miniature
+from domain.exit_codes import UserInputError
 
 
 def test_the_first_call_writes_the_model_and_later_calls_reuse_it(tmp_path: Path) -> None:
@@ -27,7 +27,7 @@ def test_each_seed_has_its_own_cached_directory(tmp_path: Path) -> None:
 def test_two_processes_at_once_get_one_complete_model(tmp_path: Path) -> None:
     script = (
         "import sys; from pathlib import Path;"
-        "from switchyard.miniature import ensure_miniature;"
+        "from cluster.miniature import ensure_miniature;"
         "print(ensure_miniature('llama', Path(sys.argv[1])))"
     )
     procs = [

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from cluster.miniature import MINIATURES
+from domain.exit_codes import ExitCode
 from switchyard.cli import main
 from switchyard.commands.miniature import MINIATURE_NAMES
-from switchyard.exit_codes import ExitCode
-from switchyard.miniature import MINIATURES
 
 
 def test_the_command_offers_exactly_the_catalog_names() -> None:

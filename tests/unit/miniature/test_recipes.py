@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from switchyard.exit_codes import UserInputError
-from switchyard.miniature import MINIATURE_RECORD_KEY, MINIATURES, recipe_for
-from switchyard.miniature.recipe import MiniatureRecipe, TensorDtype
-from switchyard.miniature.reference import (
+from cluster.miniature import MINIATURE_RECORD_KEY, MINIATURES, recipe_for
+from cluster.miniature.recipe import MiniatureRecipe, TensorDtype
+from cluster.miniature.reference import (
     KIMI_K25_CONFIG,
     MINIMAX_M25_CONFIG,
     load_reference_config,
 )
+from domain.exit_codes import UserInputError
 
 NAMES = ("kimi-k2.5", "minimax-m2.5", "llama")
 

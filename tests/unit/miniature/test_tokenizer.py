@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from switchyard.miniature import MINIATURES
-from switchyard.miniature.special_tokens import (
+from cluster.miniature import MINIATURES
+from cluster.miniature.special_tokens import (
     BOS_TOKEN_ID,
     EOS_TOKEN_ID,
     IM_START_TOKEN_ID,
     MODEL_VOCAB_SIZE,
     PAD_TOKEN_ID,
 )
-from switchyard.miniature.tokenizer import train_tokenizer_json
+from cluster.miniature.tokenizer import train_tokenizer_json
 
 
 @pytest.fixture(autouse=True)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from switchyard.exit_codes import UserInputError
-from switchyard.miniature import MINIATURE_RECORD_KEY, MINIATURES, write_miniature
-from switchyard.miniature import writer as writer_module
-from switchyard.miniature.recipe import TensorDtype, TensorInit
+from cluster.miniature import MINIATURE_RECORD_KEY, MINIATURES, write_miniature
+from cluster.miniature import writer as writer_module
+from cluster.miniature.recipe import TensorDtype, TensorInit
+from domain.exit_codes import UserInputError
 
 EXPECTED_FILES = {
     "config.json",

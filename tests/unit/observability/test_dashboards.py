@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from domain.metric_names import ALL_METRICS, Kind
 from switchyard.cli import main
 from switchyard.observability.dashboards import (
     GRID_COLUMNS,
@@ -20,7 +21,6 @@ from switchyard.observability.dashboards import (
     every_expression,
     generated_files,
 )
-from switchyard.observability.metric_names import ALL_METRICS, Kind
 
 REPO = Path(__file__).resolve().parents[3]
 DASHBOARDS = REPO / "dashboards"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from switchyard.exit_codes import UserInputError
+from domain.exit_codes import UserInputError
 from switchyard.observability.live_stats import (
     between,
     bucket_quantile,

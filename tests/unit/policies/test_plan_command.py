@@ -19,7 +19,9 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def reference_path(name: str) -> str:
-    return str(resources.files("switchyard").joinpath(f"reference_configs/{name}.config.json"))
+    return str(
+        resources.files("cluster.miniature").joinpath(f"reference_configs/{name}.config.json")
+    )
 
 
 def run_plan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from serve_apps.deployment_config import (
+from domain.deployment_config import (
     LayoutConfig,
     ModelDeploymentConfig,
     validate_model_name,

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 
+from domain.model_state import ModelState
 from serve_apps.asgi_listener import AsgiListener
 from serve_apps.bearer_token_guard import BearerTokenGuard
 from serve_apps.direct_http_backend import (
@@ -26,7 +27,6 @@ from serve_apps.direct_http_backend import (
 from serve_apps.engine_endpoint import EngineEndpoint
 from serve_apps.gateway import _error_of
 from serve_apps.model_backend import Method
-from serve_apps.model_state import ModelState
 from serve_apps.routing_table import ModelRoute
 
 pytestmark = pytest.mark.anyio

@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
+from domain.model_state import ModelState
 from serve_apps.gateway import Gateway
 from serve_apps.gateway_settings import GatewaySettings
 from serve_apps.model_backend import Method
-from serve_apps.model_state import ModelState
 from serve_apps.replica_health import ReplicaHealthView
 from serve_apps.route_view import RouteView
 from serve_apps.routing_table import ModelRoute, RoutingTable

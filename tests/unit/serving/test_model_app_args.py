@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from serve_apps.deployment_config import ModelDeploymentConfig
+from domain.deployment_config import ModelDeploymentConfig
 from serve_apps.model_app import engine_env_for, engine_kwargs_for, llm_config_kwargs
 
 

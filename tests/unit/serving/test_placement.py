@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cluster.placement_check import placement_problem
-from serve_apps.deployment_config import AcceleratorConfig, LayoutConfig
+from domain.deployment_config import AcceleratorConfig, LayoutConfig
 from serve_apps.placement import PlacementSpec, placement_for
 
 GPU = AcceleratorConfig(kind="gpu")

@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from serve_apps.model_state import ModelState
+from domain.model_state import ModelState
 from serve_apps.routing_table import Forward, Hold, ModelRoute, Refuse, RoutingTable
 
 

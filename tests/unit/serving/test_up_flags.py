@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from domain.exit_codes import UserInputError
 from switchyard.cli import build_parser
 from switchyard.commands import up
-from switchyard.exit_codes import UserInputError
 from switchyard.stack_config import StackConfig
 
 

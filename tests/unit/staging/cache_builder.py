@@ -8,7 +8,7 @@ from pathlib import Path
 from cluster.staging.entry_metadata import write_entry_manifest, write_staged_marker
 from cluster.staging.layout import CacheLayout, entry_name_for
 from cluster.staging.manifest import ManifestFile, SourceManifest
-from switchyard.model_source import ModelSource
+from domain.model_source import ModelSource
 
 
 def hub_manifest(repo_id: str, files: dict[str, int], commit: str = "c" * 40) -> SourceManifest:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from cluster.staging.layout import CacheLayout
+from domain.exit_codes import ExitCode
 from switchyard import cli
-from switchyard.exit_codes import ExitCode
 
 from .cache_builder import entry_exists, make_entry
 

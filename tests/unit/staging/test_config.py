@@ -13,7 +13,7 @@ from cluster.staging.config import (
     default_cache_dir,
     load_staging_config,
 )
-from switchyard.exit_codes import UserInputError
+from domain.exit_codes import UserInputError
 
 
 def test_defaults_download_once_to_a_shared_cache_and_never_evict(tmp_path: Path):

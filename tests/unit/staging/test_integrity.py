@@ -15,7 +15,7 @@ from cluster.staging.integrity import (
     verify_entry,
 )
 from cluster.staging.manifest import ManifestFile, SourceManifest
-from switchyard.model_source import ModelSource
+from domain.model_source import ModelSource
 
 
 def manifest_for(files: dict[str, bytes], *, with_hashes: bool = True) -> SourceManifest:

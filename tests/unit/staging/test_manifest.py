@@ -8,8 +8,8 @@ import pytest
 
 from cluster.staging.manifest import ManifestFile, SourceManifest
 from cluster.staging.manifest_fetch import fetch_manifest, local_manifest
-from switchyard.exit_codes import UserInputError
-from switchyard.model_source import ModelSource
+from domain.exit_codes import UserInputError
+from domain.model_source import ModelSource
 
 from .cache_builder import hub_manifest
 

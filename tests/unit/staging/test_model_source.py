@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from switchyard.exit_codes import UserInputError
-from switchyard.model_source import ModelSource, SourceKind, parse_model_source
+from domain.exit_codes import UserInputError
+from domain.model_source import ModelSource, SourceKind, parse_model_source
 
 
 def test_a_hub_repo_id_without_revision_means_the_default_branch():

@@ -10,7 +10,7 @@ from cluster.staging.config import StagingConfig
 from cluster.staging.errors import IntegrityError
 from cluster.staging.manifest_fetch import fetch_manifest
 from cluster.staging.stage import check_disk, stage
-from switchyard.model_source import ModelSource
+from domain.model_source import ModelSource
 
 
 def model_dir(root: Path) -> Path:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from switchyard.exit_codes import UserInputError
-from switchyard.miniature import kimi_k25, llama, minimax_m25
-from switchyard.miniature.recipe import MiniatureRecipe
+from cluster.miniature import kimi_k25, llama, minimax_m25
+from cluster.miniature.recipe import MiniatureRecipe
+from domain.exit_codes import UserInputError
 
 MINIATURES: Mapping[str, MiniatureRecipe] = MappingProxyType(
     {recipe.name: recipe for recipe in (kimi_k25.recipe(), minimax_m25.recipe(), llama.recipe())}

@@ -7,11 +7,11 @@ dense first layers) and shrinks the rest. Every difference is recorded in config
 when a miniature is written.
 """
 
-from switchyard.miniature.cache import FORMAT_VERSION, cached_miniature_dir, ensure_miniature
-from switchyard.miniature.catalog import MINIATURES, recipe_for
-from switchyard.miniature.corrupt import corrupt_weights
-from switchyard.miniature.recipe import MINIATURE_RECORD_KEY, MiniatureRecipe
-from switchyard.miniature.writer import write_miniature
+from cluster.miniature.cache import FORMAT_VERSION, cached_miniature_dir, ensure_miniature
+from cluster.miniature.catalog import MINIATURES, recipe_for
+from cluster.miniature.corrupt import corrupt_weights
+from cluster.miniature.recipe import MINIATURE_RECORD_KEY, MiniatureRecipe
+from cluster.miniature.writer import write_miniature
 
 __all__ = [
     "FORMAT_VERSION",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from switchyard.miniature.recipe import (
+from cluster.miniature.recipe import (
     REMOVED,
     ConfigChange,
     Deviation,
@@ -18,13 +18,13 @@ from switchyard.miniature.recipe import (
     TensorInit,
     TensorSpec,
 )
-from switchyard.miniature.shared_changes import (
+from cluster.miniature.shared_changes import (
     SHRUNK,
     context_change,
     tokenizer_deviation,
     vocabulary_changes,
 )
-from switchyard.miniature.special_tokens import MODEL_VOCAB_SIZE
+from cluster.miniature.special_tokens import MODEL_VOCAB_SIZE
 
 NAME = "llama"
 

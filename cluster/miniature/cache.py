@@ -7,8 +7,8 @@ import shutil
 from pathlib import Path
 from typing import Final
 
-from switchyard.miniature.catalog import check_seed, recipe_for
-from switchyard.miniature.writer import CONFIG_FILE, partial_prefix, write_miniature
+from cluster.miniature.catalog import check_seed, recipe_for
+from cluster.miniature.writer import CONFIG_FILE, partial_prefix, write_miniature
 
 FORMAT_VERSION: Final = 1
 """Part of every cached folder's name: bump it whenever generation changes a single byte, so an

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from switchyard.miniature.corpus import CORPUS
-from switchyard.miniature.special_tokens import (
+from cluster.miniature.corpus import CORPUS
+from cluster.miniature.special_tokens import (
     BOS_TOKEN,
     CHAT_TEMPLATE,
     EOS_TOKEN,

@@ -10,15 +10,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from switchyard.miniature.catalog import check_seed, recipe_for
-from switchyard.miniature.recipe import MiniatureRecipe
-from switchyard.miniature.special_tokens import (
+from cluster.miniature.catalog import check_seed, recipe_for
+from cluster.miniature.recipe import MiniatureRecipe
+from cluster.miniature.special_tokens import (
     BOS_TOKEN_ID,
     EOS_TOKEN_ID,
     PAD_TOKEN_ID,
 )
-from switchyard.miniature.tokenizer import write_json, write_tokenizer
-from switchyard.miniature.weights import write_weights
+from cluster.miniature.tokenizer import write_json, write_tokenizer
+from cluster.miniature.weights import write_weights
 
 CONFIG_FILE = "config.json"
 GENERATION_CONFIG_FILE = "generation_config.json"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from switchyard.miniature.recipe import (
+from cluster.miniature.recipe import (
     REMOVED,
     ConfigChange,
     Deviation,
@@ -24,14 +24,14 @@ from switchyard.miniature.recipe import (
     TensorInit,
     TensorSpec,
 )
-from switchyard.miniature.reference import KIMI_K25_CONFIG, load_reference_config
-from switchyard.miniature.shared_changes import (
+from cluster.miniature.reference import KIMI_K25_CONFIG, load_reference_config
+from cluster.miniature.shared_changes import (
     SHRUNK,
     context_change,
     tokenizer_deviation,
     vocabulary_changes,
 )
-from switchyard.miniature.special_tokens import MODEL_VOCAB_SIZE
+from cluster.miniature.special_tokens import MODEL_VOCAB_SIZE
 
 NAME = "kimi-k2.5"
 

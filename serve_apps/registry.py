@@ -13,8 +13,8 @@ import contextlib
 import time
 from typing import Any
 
+from domain.model_state import ModelState
 from serve_apps.engine_endpoint import EngineEndpoint
-from serve_apps.model_state import ModelState
 from serve_apps.routing_table import ModelRoute, RoutingTable
 
 REGISTRY_ACTOR_NAME = "switchyard-registry"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from switchyard.miniature.recipe import (
+from cluster.miniature.recipe import (
     REMOVED,
     ConfigChange,
     MiniatureRecipe,
@@ -17,14 +17,14 @@ from switchyard.miniature.recipe import (
     TensorInit,
     TensorSpec,
 )
-from switchyard.miniature.reference import MINIMAX_M25_CONFIG, load_reference_config
-from switchyard.miniature.shared_changes import (
+from cluster.miniature.reference import MINIMAX_M25_CONFIG, load_reference_config
+from cluster.miniature.shared_changes import (
     SHRUNK,
     context_change,
     tokenizer_deviation,
     vocabulary_changes,
 )
-from switchyard.miniature.special_tokens import MODEL_VOCAB_SIZE
+from cluster.miniature.special_tokens import MODEL_VOCAB_SIZE
 
 NAME = "minimax-m2.5"
 

@@ -10,7 +10,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from switchyard.miniature.recipe import TensorDtype, TensorInit, TensorSpec
+from cluster.miniature.recipe import TensorDtype, TensorInit, TensorSpec
 
 WEIGHTS_FILE = "model.safetensors"
 

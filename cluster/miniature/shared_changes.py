@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from switchyard.miniature.recipe import ConfigChange, Deviation
-from switchyard.miniature.special_tokens import (
+from cluster.miniature.recipe import ConfigChange, Deviation
+from cluster.miniature.special_tokens import (
     BOS_TOKEN_ID,
     EOS_TOKEN_ID,
     MODEL_VOCAB_SIZE,

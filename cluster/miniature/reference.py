@@ -1,4 +1,4 @@
-"""The real models' config.json files, shipped in the package as `switchyard/reference_configs/`."""
+"""The real models' config.json files, shipped in `cluster/miniature/reference_configs/`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ MINIMAX_M25_CONFIG = "MiniMax-M2.5.config.json"
 
 def load_reference_config(filename: str) -> dict[str, Any]:
     """Read one real config.json; the files are package data, so this never touches the network."""
-    text = resources.files("switchyard").joinpath("reference_configs", filename).read_text()
+    text = resources.files("cluster.miniature").joinpath("reference_configs", filename).read_text()
     config = json.loads(text)
     if not isinstance(config, dict):
         raise ValueError(f"reference config {filename} is not a JSON object")
