@@ -43,8 +43,8 @@ def time_admit_in_process(config: Path, gpu: str, gpus_per_node: int, nodes: int
     """The policy alone: parse the config and decide, without interpreter start-up."""
     sys.path.insert(0, str(REPO_ROOT))
     from policies.admission import AdmissionRequest, admit
+    from policies.hf_config import load_model_spec
     from policies.inventory import ClusterInventory
-    from policies.model_spec import load_model_spec
 
     started = time.perf_counter()
     spec = load_model_spec(config)

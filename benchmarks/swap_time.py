@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from serving_comparison import free_port, load_average, machine
+from comparison_report import load_average, machine
+from comparison_systems import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCH_DIR = REPO_ROOT / "benchmarks"

@@ -11,10 +11,10 @@ from pathlib import Path
 
 from domain.deployment_config import ModelDeploymentConfig
 from policies.admission import AdmissionRequest, Decision, admit
+from policies.hf_config import load_model_spec
 from policies.inventory import ClusterInventory
 from policies.layout import Layout
 from policies.memory import KvCacheDtype
-from policies.model_spec import load_model_spec
 from policies.weights import weights_from_model_dir
 
 

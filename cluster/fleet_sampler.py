@@ -17,6 +17,7 @@ from typing import Any
 from cluster.fleet_metrics import NodeUsage, RayFleetMetrics
 from cluster.staging.integrity import bytes_on_disk
 from domain.deployment_config import AcceleratorConfig
+from serve_apps.ray_internals import available_resources_per_node
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +94,11 @@ class FleetSampler:
 
     def sample(self) -> None:
         import ray
-        from ray._private.state import available_resources_per_node
 
         table = ray.get(self._registry.table.remote())
         self._metrics.fleet({r.name: r.state for r in table.live_models()}, table.aliases)
         totals = {n["NodeID"]: n["Resources"] for n in ray.nodes() if n["Alive"]}  # type: ignore[no-untyped-call]
-        available = available_resources_per_node()  # type: ignore[no-untyped-call]
+        available = available_resources_per_node()
         models_dir = self._cache_dir / "models"
         staged = bytes_on_disk(models_dir) if models_dir.is_dir() else 0
         disk_root = self._cache_dir if self._cache_dir.exists() else self._cache_dir.parent

@@ -1,4 +1,9 @@
-"""Ray wiring of the fleet manager: a detached, named actor on the head node."""
+"""The composition of the fleet manager on Ray: a detached, named actor on the head node.
+
+`ManagerService` wires the fleet engine to the Ray and Serve adapters of its ports, starts
+the metrics sampler, the restart reconcile and the health watch, and exposes the engine's
+calls. The only place the engine meets Ray.
+"""
 
 from __future__ import annotations
 
@@ -6,24 +11,32 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cluster.fleet_manager import MANAGER_ACTOR_NAME, ClusterView, FleetManager, ManagerSettings
+from cluster.cluster_port import ClusterPorts
+from cluster.fleet_engine import FleetEngine
 from cluster.fleet_metrics import RayFleetMetrics
 from cluster.fleet_sampler import FleetSampler
 from cluster.journal import Journal
-from cluster.model_deployer import ModelDeployer
-from cluster.model_materializer import staged_model_path
+from cluster.manager_settings import ManagerSettings
+from cluster.ray_nodes import RayNodes
 from cluster.ray_runtime import LOCAL_HEAD_MARKER
+from cluster.registry_routes import RegistryRoutes
+from cluster.serve_control import ServeControl
+from domain.fleet_state import FleetState
+from domain.operation import OperationEvent, OperationResult, RunningOperation
+from domain.operation_request import OperationRequest
+from serve_apps.ray_internals import head_node_resources
 from serve_apps.registry import SWITCHYARD_NAMESPACE, registry_actor
 
 log = logging.getLogger(__name__)
 
+MANAGER_ACTOR_NAME = "switchyard-manager"
+
 
 class ManagerService:
-    """Composes a FleetManager inside the actor and exposes its calls."""
+    """Composes a FleetEngine inside the actor and exposes its calls."""
 
     def __init__(self, settings_json: str) -> None:
         settings = ManagerSettings.model_validate_json(settings_json)
@@ -31,65 +44,56 @@ class ManagerService:
         registry = registry_actor()
         # Created here, inside the actor: Ray metrics belong to the process that records them.
         metrics = RayFleetMetrics()
-        materialize = staged_model_path(settings.state_dir)
-        self._manager = FleetManager(
-            settings,
-            registry,
-            ModelDeployer(registry, materialize, logs_dir=_ray_logs_dir(settings.state_dir)),
-            Journal(settings.state_dir / "manager"),
-            ClusterView(registry, materialize),
-            metrics=metrics,
+        ports = ClusterPorts(
+            routes=RegistryRoutes(registry),
+            serve=ServeControl(logs_dir=_ray_logs_dir(settings.state_dir)),
+            nodes=RayNodes(settings),
         )
+        self._engine = FleetEngine(settings, ports, Journal(settings.manager_dir), metrics)
         # Gauges (states, aliases, accelerators, disk) are sampled, and re-sent, on a period.
         FleetSampler(
-            metrics, registry, settings.accelerator, settings.state_dir / "cache", period_s=5.0
+            metrics, registry, settings.accelerator, settings.staging.cache_dir, period_s=5.0
         ).start()
         # Reconcile in the background: a restart may need to redeploy a model (minutes),
         # and the actor must answer `current`/`fleet` meanwhile.
-        threading.Thread(target=self._manager.reconcile, daemon=True).start()
+        threading.Thread(target=self._engine.reconcile, daemon=True).start()
         threading.Thread(target=self._watch_health, daemon=True).start()
 
     def _watch_health(self) -> None:
         """Mark models DEGRADED / READY from their running replicas, for the actor's life."""
         period = self._settings.health_period_s
         while True:
-            if self._manager.wait_ready(period):
+            if self._engine.wait_ready(period):
                 try:
-                    self._manager.check_health()
+                    self._engine.check_health()
                 except Exception:
                     log.exception("health check failed; retrying in %.0f s", period)
             time.sleep(period)
 
     def ping(self) -> bool:
-        return self._manager.wait_ready(0)
+        return self._engine.wait_ready(0)
 
-    def run(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        return self._manager.run(self._with_defaults(request))
+    def identity(self) -> str:
+        """This actor's id: which manager answered, when clusters share a machine."""
+        import ray
 
-    def _with_defaults(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        """Fill what a CLI request leaves to the cluster: the accelerator kind, CPU eager."""
-        request = dict(request)
-        if "config" in request:
-            config = dict(request["config"])
-            config.setdefault("accelerator", self._settings.accelerator.model_dump(mode="json"))
-            if config["accelerator"].get("kind") == "cpu":
-                engine = dict(config.get("engine") or {})
-                engine.setdefault("enforce_eager", True)
-                config["engine"] = engine
-            request["config"] = config
-        return request
+        actor_id: str = ray.get_runtime_context().get_actor_id() or ""
+        return actor_id
 
-    def events(self, since: int = 0) -> list[dict[str, Any]]:
-        return self._manager.events(since)
+    def run(self, request: OperationRequest) -> OperationResult:
+        return self._engine.run(request)
 
-    def current(self) -> dict[str, Any] | None:
-        return self._manager.current()
+    def events(self, since: int = 0) -> list[OperationEvent]:
+        return self._engine.events(since)
 
-    def fleet(self) -> dict[str, Any]:
-        return self._manager.fleet()
+    def current(self) -> RunningOperation | None:
+        return self._engine.current()
+
+    def fleet(self) -> FleetState:
+        return self._engine.fleet()
 
     def inventory(self) -> dict[str, Any]:
-        return self._manager.inventory()
+        return self._engine.inventory()
 
 
 def _ray_logs_dir(state_dir: Path) -> Path | None:
@@ -117,7 +121,7 @@ def manager_actor(settings: ManagerSettings | None = None) -> Any:
         get_if_exists=True,
         num_cpus=0,
         # The journal and snapshot live on the head node's disk.
-        resources={"node:__internal_head__": 0.001},
+        resources=head_node_resources(),
         max_restarts=-1,
         # An operation is never retried blindly after a crash: `reconcile` decides.
         max_task_retries=0,

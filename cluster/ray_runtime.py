@@ -237,7 +237,3 @@ def connect(address: str) -> None:
         logging_level=logging.WARNING,
         log_to_driver=False,
     )
-
-
-def address_from_env() -> str | None:
-    return os.environ.get("RAY_ADDRESS") or None

@@ -17,12 +17,10 @@ ray/serve/_private/constants.py) minus two that do not fit Switchyard:
   deployment handles (warm-up requests) from threads without an asyncio loop, which Serve
   refuses when the router shares the caller's loop.
 
-What it is worth for the handle path is not settled: an A/B of Switchyard alone at concurrency 32
-(benchmarks/serving_comparison.py --systems switchyard, 96 requests, 2 shared cores) gave
-427 -> 699 output tok/s, but the load on the machine differed between the two halves, and
-the full comparison in BENCHMARKS.md shows a smaller gap to Ray Serve LLM. It is kept because
-it is Ray's own recommendation for streaming throughput and the whole suite runs with it.
-A value the operator already set in the environment wins.
+They are used because they are Ray's own recommendation for streaming throughput. The handle
+path is only the fallback and warm-up path, so Switchyard takes Ray's recommended settings for
+it rather than tuning its own; the whole test suite runs with them. A value the operator
+already set in the environment wins.
 """
 
 from __future__ import annotations
@@ -44,9 +42,9 @@ SERVE_TUNING_ENV: Final[Mapping[str, str]] = {
     # Long-lived objects built at start-up (engine, tokenizer) leave the GC's scans.
     "RAY_SERVE_FREEZE_GC_ON_STARTUP": "1",
     "RAY_SERVE_ENABLE_DIRECT_INGRESS": "0",
-    # Serve's gRPC keeps gRPC's 4 MiB receive cap, so a request the gateway accepts (up to
-    # its 4 MiB body limit, larger once pickled) or a big non-streamed answer failed as
-    # RESOURCE_EXHAUSTED -> 503 (found by tests/faults/test_bad_input.py). 128 MiB is a
+    # Serve's gRPC keeps gRPC's 4 MiB receive cap, under which a request the gateway accepts
+    # (up to its 4 MiB body limit, larger once pickled) or a big non-streamed answer would fail
+    # as RESOURCE_EXHAUSTED -> 503; tests/faults/test_bad_input.py covers both. 128 MiB is a
     # cap, not an allocation.
     "RAY_SERVE_REPLICA_GRPC_MAX_MESSAGE_LENGTH": str(128 * 1024 * 1024),
 }

@@ -81,7 +81,7 @@ class AcceleratorConfig(_Strict):
     `gpu` asks Ray for real `GPU` resources and uses vLLM's Ray executor. `cpu` runs the
     CPU build of vLLM, one CPU engine worker per layout slot, placed on a custom resource
     that nodes declare as a stand-in for GPUs (Ray Serve LLM refuses logical GPUs on the CPU
-    platform, see the shared reference, section 6).
+    platform; a custom resource stands in for them, see README "Placement").
     """
 
     kind: Literal["gpu", "cpu"] = "gpu"
@@ -133,16 +133,6 @@ class ModelDeploymentConfig(_Strict):
         if self.accelerator.kind == "cpu" and self.layout.ep:
             raise ValueError(
                 "layout.ep=true with accelerator.kind='cpu' is not allowed: vLLM's CPU "
-                "expert parallel crashes a worker (shared reference, section 6)"
+                "build crashes a worker with expert parallel; use ep=false on the CPU"
             )
         return self
-
-    @property
-    def app_name(self) -> str:
-        return f"model-{self.name}"
-
-    @property
-    def deployment_name(self) -> str:
-        # Ray Serve LLM names the deployment `<name_prefix><model_id>`, with '/' -> '--'
-        # and '.' -> '_' in the model id (ray.llm ... core/server/builder.py).
-        return f"{self.app_name}:" + self.name.replace("/", "--").replace(".", "_")

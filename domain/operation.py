@@ -1,11 +1,22 @@
-"""Fleet operations and the phases of a hot swap, as documented enums and records."""
+"""Fleet operations, the phases of a hot swap, and what an operation reports.
+
+The records the manager sends back to the CLI (or a `ray job`): typed, with enums, dumped
+as JSON by `--json`. `SCHEMA_VERSION` versions that JSON; a key is only ever added to it.
+"""
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+from domain.deployment_config import ModelDeploymentConfig
+from domain.exit_codes import ExitCode
+
+SCHEMA_VERSION = 1
+"""Version of the operation protocol's JSON (results, events, `status --json`)."""
 
 
 class OperationKind(StrEnum):
@@ -20,7 +31,7 @@ class OperationKind(StrEnum):
 
 
 class SwapPhase(StrEnum):
-    """Steps of a swap, journaled before each is acted on (see FleetManager.swap)."""
+    """Steps of a swap, journaled before each is acted on (see cluster/swap_flow.py)."""
 
     PREFLIGHT = "preflight"
     """Admission of NEW against the inventory counting what OLD frees; NEW's weights staged
@@ -40,47 +51,95 @@ class SwapPhase(StrEnum):
 
 class Outcome(StrEnum):
     DONE = "done"
+    """The change was made."""
     REJECTED = "rejected"
+    """Refused before anything changed (admission, a name clash, another change running)."""
     ROLLED_BACK = "rolled_back"
+    """NEW failed after OLD was drained; OLD serves again."""
     FAILED = "failed"
+    """The change failed and could not be undone completely; the message says what is left."""
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.OK if self is Outcome.DONE else ExitCode.REJECTED
 
 
-@dataclass
-class OperationEvent:
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OperationEvent(_Record):
+    """One progress line of an operation; `seconds` is set on a phase's closing event."""
+
     at: float
     phase: str
     message: str
     seconds: float | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "at": self.at,
-            "phase": self.phase,
-            "message": self.message,
-            "seconds": self.seconds,
-        }
+
+class AdmissionSummary(_Record):
+    """What admission decided, as the result and the journal record it."""
+
+    admitted: bool
+    reasons: list[str] = Field(default_factory=list)
+    layout: str
+    candidate_reasons: list[str] = Field(default_factory=list)
 
 
-@dataclass
-class OperationResult:
+class OperationDetails(BaseModel):
+    """What an operation is about. Only the keys an operation sets appear in its JSON."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    """The model added, removed or aliased."""
+    alias: str | None = None
+    old: str | None = None
+    """The model a swap replaces."""
+    new: str | None = None
+    """The model a swap brings up."""
+    source: str | None = None
+    layout: str | None = None
+    dry_run: bool | None = None
+    generation: int | None = None
+    """The Serve app generation the new deployment gets (domain/app_name.py)."""
+    new_config: ModelDeploymentConfig | None = None
+    """All of NEW's config, journaled: a restart that completes a swap records NEW as it
+    was requested (engine settings included), not a copy of OLD."""
+    admission: AdmissionSummary | None = None
+    weights: dict[str, Any] | None = None
+    """A dry run's weight sizes and per-node disk verdicts."""
+
+    @model_serializer(mode="wrap")
+    def _without_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        return {k: v for k, v in dumped.items() if v is not None}
+
+
+class OperationResult(_Record):
+    """How an operation ended, with its progress events and each phase's duration."""
+
+    schema_version: int = SCHEMA_VERSION
     op_id: str
     kind: OperationKind
     outcome: Outcome
     message: str
-    events: list[OperationEvent] = field(default_factory=list)
-    phase_seconds: dict[str, float] = field(default_factory=dict)
-    details: dict[str, Any] = field(default_factory=dict)
+    phase_seconds: dict[str, float] = Field(default_factory=dict)
+    events: list[OperationEvent] = Field(default_factory=list)
+    details: OperationDetails = Field(default_factory=OperationDetails)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "op_id": self.op_id,
-            "kind": self.kind.value,
-            "outcome": self.outcome.value,
-            "message": self.message,
-            "phase_seconds": self.phase_seconds,
-            "events": [e.to_json() for e in self.events],
-            "details": self.details,
-        }
+    @property
+    def succeeded(self) -> bool:
+        return self.outcome is Outcome.DONE
+
+
+class RunningOperation(_Record):
+    """The operation in progress, as `status` and a second CLI see it."""
+
+    op_id: str
+    kind: OperationKind
+    details: OperationDetails
+    events: list[OperationEvent]
 
 
 def now() -> float:

@@ -78,9 +78,6 @@ class QuantSpec:
         return float(unquantized_bytes)
 
 
-UNQUANTIZED = QuantSpec(format=QuantFormat.NONE, method="none", weight_bits=16)
-
-
 def module_matches(name: str, pattern: str) -> bool:
     """Whether an ignore-list entry covers a module.
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Final
 
-KIB: Final = 1024
 MIB: Final = 1024**2
 GIB: Final = 1024**3
 

@@ -14,11 +14,16 @@ from __future__ import annotations
 import logging
 import secrets
 
-from ray.llm._internal.serve.core.server.llm_server import LLMServer
+from ray.serve.llm import LLMServer
 
 from serve_apps.asgi_listener import AsgiListener
 from serve_apps.bearer_token_guard import BearerTokenGuard
 from serve_apps.engine_endpoint import EngineEndpoint
+from serve_apps.ray_internals import (
+    is_head_node,
+    llm_server_asgi_app,
+    llm_server_health_check_period_s,
+)
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +45,8 @@ class DirectStreamingLLMServer(LLMServer):
     async def _serve_http(self) -> None:
         from ray import serve
 
-        assert self.engine is not None, "start() ran the engine first"
         token = secrets.token_urlsafe(32)
-        app = await self.engine.build_asgi_app()
+        app = await llm_server_asgi_app(self)
         listener = AsgiListener(BearerTokenGuard(app, token), _node_address())
         await listener.start()
         self._listener = listener
@@ -52,9 +56,7 @@ class DirectStreamingLLMServer(LLMServer):
             replica_id=context.replica_id.unique_id,
             url=listener.url,
             token=token,
-            refresh_period_s=float(
-                self._llm_config.deployment_config.get("health_check_period_s", 10.0)
-            ),
+            refresh_period_s=llm_server_health_check_period_s(self),
         )
         await self._register()
         log.info("direct HTTP endpoint of %s at %s", context.app_name, listener.url)
@@ -105,7 +107,7 @@ def _node_address() -> str:
     for node in ray.nodes():  # type: ignore[no-untyped-call]
         if node.get("NodeID") != node_id:
             continue
-        if "node:__internal_head__" in node.get("Resources", {}):
+        if is_head_node(node):
             return "127.0.0.1"
         if node.get("NodeManagerAddress"):
             return str(node["NodeManagerAddress"])

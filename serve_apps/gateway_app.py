@@ -14,6 +14,12 @@ from serve_apps.gateway import Gateway
 from serve_apps.gateway_metrics import RayGatewayMetrics
 from serve_apps.gateway_settings import GatewaySettings
 from serve_apps.model_backend import Method, ModelBackend, ServeHandleBackend
+from serve_apps.ray_internals import (
+    head_node_resources,
+    running_replicas_by_app,
+    running_replicas_in,
+    serve_controller,
+)
 from serve_apps.replica_health import ReplicaHealthView
 from serve_apps.route_view import RouteView
 from serve_apps.routing_table import RoutingTable
@@ -39,7 +45,7 @@ def parse_openai_request(method: Method, body: dict[str, Any]) -> Any:
     except Exception as exc:
         # vLLM's model validators raise VLLMValidationError (not a ValueError) and, fed a
         # wrong type, AttributeError or TypeError: all of them are about the client's body,
-        # so the gateway must answer 400, not 500 (found by tests/unit/serving fuzzing).
+        # so the gateway must answer 400, not 500.
         raise ValueError(f"{type(exc).__name__}: {exc}") from exc
 
 
@@ -100,28 +106,18 @@ class ServeReplicaCounts:
 
     async def _from_running_table(self) -> Mapping[str, int]:
         if self._controller is None:
-            import ray
-            from ray.serve._private.constants import SERVE_CONTROLLER_NAME, SERVE_NAMESPACE
-
-            self._controller = ray.get_actor(SERVE_CONTROLLER_NAME, namespace=SERVE_NAMESPACE)
-        by_deployment = await self._controller._all_running_replicas.remote()
-        running: dict[str, int] = {}
-        for deployment_id, replicas in by_deployment.items():
-            running[deployment_id.app_name] = running.get(deployment_id.app_name, 0) + len(replicas)
-        return running
+            self._controller = serve_controller()
+        return await running_replicas_by_app(self._controller)
 
 
 async def running_replicas_from_status() -> Mapping[str, int]:
     from ray import serve
-    from ray.serve._private.common import ReplicaState
 
     status = await asyncio.to_thread(serve.status)
-    running: dict[str, int] = {}
-    for app_name, app_status in status.applications.items():
-        running[app_name] = sum(
-            d.replica_states.get(ReplicaState.RUNNING, 0) for d in app_status.deployments.values()
-        )
-    return running
+    return {
+        app_name: sum(running_replicas_in(d) for d in app_status.deployments.values())
+        for app_name, app_status in status.applications.items()
+    }
 
 
 class GatewayReplica:
@@ -190,7 +186,7 @@ def build_gateway_app(settings: GatewaySettings, host: str, port: int) -> Applic
         ray_actor_options={
             "num_cpus": 0,
             # The endpoint is the head node's address, so its listeners live there.
-            "resources": {"node:__internal_head__": 0.001},
+            "resources": head_node_resources(),
         },
     )(GatewayReplica)
     # SecretStr would serialize as '**********'; the replica needs the real keys, passed

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
 from serve_apps.placement import placement_for
 
@@ -86,8 +87,8 @@ def llm_config_kwargs(config: ModelDeploymentConfig, model_path: Path) -> dict[s
     }
 
 
-def build_model_app(config: ModelDeploymentConfig, model_path: Path) -> Application:
-    """The Serve application for one model (its only deployment is an LLMServer)."""
+def build_model_app(app: AppName, config: ModelDeploymentConfig, model_path: Path) -> Application:
+    """The Serve application `app` for one model (its only deployment is an LLMServer)."""
     from ray.serve.llm import LLMConfig, build_llm_deployment
 
     from serve_apps.direct_engine_server import DirectStreamingLLMServer
@@ -95,7 +96,7 @@ def build_model_app(config: ModelDeploymentConfig, model_path: Path) -> Applicat
     llm_config = LLMConfig(**llm_config_kwargs(config, model_path))
     return build_llm_deployment(
         llm_config,
-        name_prefix=f"{config.app_name}:",
+        name_prefix=f"{app.app}:",
         # Ray Serve LLM's stubs type this as its own LLMServer, which this class extends.
         deployment_cls=cast(Any, DirectStreamingLLMServer),
     )

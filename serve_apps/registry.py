@@ -15,6 +15,7 @@ from typing import Any
 
 from domain.model_state import ModelState
 from serve_apps.engine_endpoint import EngineEndpoint
+from serve_apps.ray_internals import head_node_resources
 from serve_apps.routing_table import ModelRoute, RoutingTable
 
 REGISTRY_ACTOR_NAME = "switchyard-registry"
@@ -133,6 +134,6 @@ def registry_actor(*, create: bool = True) -> Any:
             # The table lives in memory: on a worker node it would be lost with that node
             # (a restarted registry starts empty and every model would 404). Same node as
             # the manager, which republishes it after its own restart.
-            resources={"node:__internal_head__": 0.001},
+            resources=head_node_resources(),
         ).remote()
     return ray.get_actor(REGISTRY_ACTOR_NAME, namespace=SWITCHYARD_NAMESPACE)

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from domain.exit_codes import ExitCode, UserInputError
+from domain.operation import OperationEvent, OperationResult
+from domain.operation_request import OperationRequest
 
 
 def resolve_address(address: str | None, state_dir: Path | None) -> str:
@@ -52,9 +54,9 @@ def connect_manager(address: str) -> Any:
 
 def follow_operation(
     manager: Any,
-    request: dict[str, Any],
-    on_event: Callable[[dict[str, Any]], None] | None = None,
-) -> dict[str, Any] | None:
+    request: OperationRequest,
+    on_event: Callable[[OperationEvent], None] | None = None,
+) -> OperationResult | None:
     """Run `request` on the manager, handing each progress event to `on_event` as it
     happens; the operation's result, or None when the manager died during it."""
     import ray
@@ -70,16 +72,16 @@ def follow_operation(
         if done:
             break
     try:
-        result: dict[str, Any] = ray.get(pending)
+        result: OperationResult = ray.get(pending)
     except ray.exceptions.RayActorError:
         return None
     if on_event is not None:
-        for event in result["events"][seen:]:
+        for event in result.events[seen:]:
             on_event(event)
     return result
 
 
-def run_operation(address: str, request: dict[str, Any], *, as_json: bool = False) -> int:
+def run_operation(address: str, request: OperationRequest, *, as_json: bool = False) -> int:
     """Send `request` to the manager, print progress as it happens, map the outcome."""
     manager = connect_manager(address)
     if not as_json:
@@ -87,7 +89,8 @@ def run_operation(address: str, request: dict[str, Any], *, as_json: bool = Fals
 
         # Which cluster and manager answered: several Ray clusters can share one machine.
         gcs = ray.get_runtime_context().gcs_address
-        print(f"connected to Ray at {gcs} (manager {manager._actor_id.hex()[:12]})", flush=True)
+        identity = ray.get(manager.identity.remote())
+        print(f"connected to Ray at {gcs} (manager {identity[:12]})", flush=True)
     result = follow_operation(manager, request, None if as_json else _print_event)
     if result is None:
         print(
@@ -97,17 +100,17 @@ def run_operation(address: str, request: dict[str, Any], *, as_json: bool = Fals
         )
         return ExitCode.REJECTED
     if as_json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result.model_dump(mode="json"), indent=2))
     else:
-        if result["phase_seconds"]:
-            phases = ", ".join(f"{k} {v:.1f} s" for k, v in result["phase_seconds"].items())
+        if result.phase_seconds:
+            phases = ", ".join(f"{k} {v:.1f} s" for k, v in result.phase_seconds.items())
             print(f"phases: {phases}")
-        print(f"{result['outcome']}: {result['message']}")
+        print(f"{result.outcome.value}: {result.message}")
     sys.stdout.flush()
-    return ExitCode.OK if result["outcome"] == "done" else ExitCode.REJECTED
+    return result.outcome.exit_code
 
 
-def _print_event(event: dict[str, Any]) -> None:
-    stamp = time.strftime("%H:%M:%S", time.localtime(event["at"]))
-    phase = f"[{event['phase']}] " if event["phase"] else ""
-    print(f"{stamp} {phase}{event['message']}", flush=True)
+def _print_event(event: OperationEvent) -> None:
+    stamp = time.strftime("%H:%M:%S", time.localtime(event.at))
+    phase = f"[{event.phase}] " if event.phase else ""
+    print(f"{stamp} {phase}{event.message}", flush=True)

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cluster.model_deployer import DeployFailed
+from cluster.atomic_file import atomic_write_text
+from cluster.cluster_port import DeployFailed
+from cluster.journal import SNAPSHOT_FILE, check_state_format
+from cluster.manager_settings import MANAGER_DIR
 from cluster.ray_runtime import RayConnection, connect, start_local_head, stop_local_head
+from domain.fleet_state import FleetState
+from domain.operation import OperationResult
 from switchyard.stack_config import StackConfig
-
-log = logging.getLogger(__name__)
 
 STACK_FILE = "stack.json"
 
@@ -49,13 +51,6 @@ def read_stack_info(state_dir: Path) -> StackInfo | None:
     return StackInfo(**data)
 
 
-def _write_stack_info(state_dir: Path, info: StackInfo) -> None:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    tmp = state_dir / (STACK_FILE + ".tmp")
-    tmp.write_text(json.dumps(info.to_json(), indent=2))
-    tmp.replace(state_dir / STACK_FILE)
-
-
 class Stack:
     def __init__(self, config: StackConfig, report: Report) -> None:
         self._config = config
@@ -67,8 +62,11 @@ class Stack:
         self._report("starting a local Ray head ...")
         return start_local_head(self._config.local_head, self._config.state_dir)
 
-    def up(self) -> tuple[StackInfo, list[dict[str, Any]]]:
+    def up(self) -> tuple[StackInfo, list[OperationResult]]:
         config = self._config
+        # A state directory of another format is refused here, in one line, before the
+        # manager actor would fail on it.
+        check_state_format(config.state_dir / MANAGER_DIR)
         # Before the first `import ray`: Ray reads RAY_AUTH_MODE once, at import time.
         connection = self._connection()
         connect(connection.address)
@@ -77,9 +75,10 @@ class Stack:
         from ray import serve
         from ray.serve.api import RunTarget
 
-        from cluster.fleet_manager import ManagerSettings
         from cluster.manager_actor import manager_actor
+        from cluster.manager_settings import ManagerSettings
         from domain.deployment_config import AcceleratorConfig
+        from domain.operation_request import AddRequest
         from serve_apps.gateway_app import GATEWAY_APP_NAME, build_gateway_app
         from serve_apps.registry import registry_actor
 
@@ -89,7 +88,7 @@ class Stack:
             dashboard_url=connection.dashboard_url,
             started_local_head=connection.started_local_head,
         )
-        _write_stack_info(config.state_dir, info)
+        atomic_write_text(config.state_dir / STACK_FILE, json.dumps(info.to_json(), indent=2))
         # No Serve HTTP proxy: the gateway replicas listen on the endpoint themselves
         # (serve_apps/gateway_app.py); every other Serve call goes through handles.
         serve.start(proxy_location="Disabled")
@@ -117,19 +116,17 @@ class Stack:
                 inventory=config.inventory,
             )
         )
-        fleet = ray.get(manager.fleet.remote())
+        fleet: FleetState = ray.get(manager.fleet.remote())
         results = []
         for model in config.models:
-            if model.name in fleet["models"]:
+            if model.name in fleet.models:
                 self._report(f"{model.name} is already part of the fleet")
                 continue
             self._report(f"deploying {model.name} ({model.source}, {model.layout}) ...")
-            outcome = ray.get(
-                manager.run.remote({"kind": "add", "config": model.model_dump(mode="json")})
-            )
-            if outcome["outcome"] != "done":
-                raise DeployFailed(outcome["message"])
-            self._report(outcome["message"])
+            outcome: OperationResult = ray.get(manager.run.remote(AddRequest(config=model)))
+            if not outcome.succeeded:
+                raise DeployFailed(outcome.message)
+            self._report(outcome.message)
             results.append(outcome)
         return info, results
 
@@ -143,7 +140,7 @@ def stack_down(state_dir: Path, address: str | None, report: Report) -> bool:
             import ray
             from ray import serve
 
-            from cluster.fleet_manager import MANAGER_ACTOR_NAME
+            from cluster.manager_actor import MANAGER_ACTOR_NAME
             from serve_apps.registry import REGISTRY_ACTOR_NAME, SWITCHYARD_NAMESPACE
 
             connect(target)
@@ -161,5 +158,5 @@ def stack_down(state_dir: Path, address: str | None, report: Report) -> bool:
     (state_dir / STACK_FILE).unlink(missing_ok=True)
     # The fleet is gone: the next `up` starts from an empty desired state (the journal of
     # past operations stays for the record).
-    (state_dir / "manager" / "fleet.json").unlink(missing_ok=True)
+    (state_dir / MANAGER_DIR / SNAPSHOT_FILE).unlink(missing_ok=True)
     return target is not None or stopped

@@ -5,24 +5,11 @@ GPU tests are skipped, with the reason, where no NVIDIA GPU is visible.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 _TIERS = ("unit", "integration", "e2e", "faults", "gpu")
-
-
-def _has_nvidia_gpu() -> bool:
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return False
-    try:
-        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return out.returncode == 0 and "GPU" in out.stdout
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -37,8 +24,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(getattr(pytest.mark, tier))
         if item.get_closest_marker("gpu") is not None:
             if gpu_present is None:
-                gpu_present = _has_nvidia_gpu()
+                from cluster.node_probe.gpu_presence import has_nvidia_gpu
+
+                gpu_present = has_nvidia_gpu()
             if not gpu_present:
                 item.add_marker(
-                    pytest.mark.skip(reason="needs an NVIDIA GPU (nvidia-smi -L lists none)")
+                    pytest.mark.skip(
+                        reason="needs an NVIDIA GPU (neither NVML nor nvidia-smi sees one)"
+                    )
                 )

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import fcntl
 import shutil
 from pathlib import Path
 from typing import Final
+
+from filelock import FileLock
 
 from cluster.miniature.catalog import check_seed, recipe_for
 from cluster.miniature.writer import CONFIG_FILE, partial_prefix, write_miniature
@@ -31,16 +32,11 @@ def ensure_miniature(name: str, cache_dir: Path, *, seed: int = 0) -> Path:
     if (target / CONFIG_FILE).is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = target.parent / f".{target.name}.lock"
-    with lock_path.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if (target / CONFIG_FILE).is_file():
-                return target
-            _remove_leftovers(target)
-            return write_miniature(name, target, seed=seed)
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with FileLock(target.parent / f".{target.name}.lock"):
+        if (target / CONFIG_FILE).is_file():
+            return target
+        _remove_leftovers(target)
+        return write_miniature(name, target, seed=seed)
 
 
 def _remove_leftovers(target: Path) -> None:

@@ -16,8 +16,6 @@ from cluster.miniature.special_tokens import (
     SPECIAL_TOKENS,
 )
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-
 
 def train_tokenizer_json() -> str:
     """The serialised tokenizer.json; the same text on every call (training is deterministic)."""

@@ -3,30 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cluster.node_probe.local_probe import probe_this_node
 from cluster.node_probe.overrides import InventoryConfig, apply_overrides, unmatched
-from cluster.node_probe.records import NodeFacts, NodeProbe
-
-
-@dataclass(frozen=True)
-class ProbedCluster:
-    """Every alive node's facts after overrides, with what Ray still has free."""
-
-    facts: tuple[NodeFacts, ...]
-    available: dict[str, dict[str, float]]
-    """Ray's available resources per full node id, read right after the probes."""
-    problems: tuple[str, ...]
-    """Nodes whose probe failed and overrides that matched no node."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "nodes": [f.to_json() for f in self.facts],
-            "problems": list(self.problems),
-        }
+from cluster.node_probe.records import NodeProbe, ProbedCluster
+from serve_apps.ray_internals import available_resources_per_node
 
 
 def build_probe_task() -> Any:
@@ -45,7 +28,6 @@ def probe_cluster(
     standin_memory_gib: float,
 ) -> ProbedCluster:
     import ray
-    from ray._private.state import available_resources_per_node
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nodes: list[dict[str, Any]] = [n for n in ray.nodes() if n["Alive"]]  # type: ignore[no-untyped-call]
@@ -84,5 +66,5 @@ def probe_cluster(
     facts = tuple(
         apply_overrides(p, config.overrides, standin_memory_gib=standin_memory_gib) for p in probes
     )
-    available = available_resources_per_node()  # type: ignore[no-untyped-call]
+    available = available_resources_per_node()
     return ProbedCluster(facts=facts, available=dict(available), problems=tuple(problems))

@@ -102,3 +102,20 @@ class NodeFacts:
             "overridden": list(self.overridden),
             "notes": list(self.notes),
         }
+
+
+@dataclass(frozen=True)
+class ProbedCluster:
+    """Every alive node's facts after overrides, with what Ray still has free."""
+
+    facts: tuple[NodeFacts, ...]
+    available: dict[str, dict[str, float]]
+    """Ray's available resources per full node id, read right after the probes."""
+    problems: tuple[str, ...]
+    """Nodes whose probe failed and overrides that matched no node."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodes": [f.to_json() for f in self.facts],
+            "problems": list(self.problems),
+        }

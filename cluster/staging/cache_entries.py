@@ -7,12 +7,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 from cluster.staging.entry_metadata import read_entry_manifest, read_last_used, read_staged_marker
-from cluster.staging.file_lock import try_shared_lock
 from cluster.staging.integrity import bytes_on_disk, check_sizes
 from cluster.staging.layout import CacheLayout
 from cluster.staging.pins import read_pins
 from cluster.staging.states import EntryState
+
+# A staging (or an eviction) holds the entry's lock for its whole download (or delete); a
+# listing holds it for a moment. Waiting this long for the lock tells the two apart.
+_STAGING_PROBE_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -43,14 +48,31 @@ class CacheEntry:
 
 def entry_state(layout: CacheLayout, name: str) -> EntryState:
     """STAGING while another process holds the entry's lock; STAGED only when the marker
-    matches the manifest and every file still has its size."""
+    matches the manifest and every file still has its size.
+
+    A snapshot, as any listing is: eviction and prune take the entry's lock themselves before
+    they touch it.
+    """
     entry_dir = layout.entry_dir(name)
     if not entry_dir.is_dir():
         return EntryState.ABSENT
-    with try_shared_lock(layout.entry_lock(name)) as free:
-        if not free:
-            return EntryState.STAGING
-        return EntryState.STAGED if is_staged(entry_dir) else EntryState.PARTIAL
+    if _being_staged(layout.entry_lock(name)):
+        return EntryState.STAGING
+    return EntryState.STAGED if is_staged(entry_dir) else EntryState.PARTIAL
+
+
+def _being_staged(lock_path: Path) -> bool:
+    """Whether someone holds the entry's lock for longer than a listing would.
+
+    The lock is exclusive only (flock through `filelock`, which has no shared mode on Unix):
+    it is taken and dropped at once, so two processes listing at the same moment merely wait
+    a few milliseconds for each other instead of seeing each other as a staging.
+    """
+    try:
+        with FileLock(lock_path).acquire(timeout=_STAGING_PROBE_S):
+            return False
+    except Timeout:
+        return True
 
 
 def is_staged(entry_dir: Path) -> bool:

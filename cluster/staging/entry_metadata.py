@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from cluster.staging.atomic_file import atomic_write_text
+from cluster.atomic_file import atomic_write_text
 from cluster.staging.manifest import SourceManifest
 
 METADATA_DIR = ".switchyard"

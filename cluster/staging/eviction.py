@@ -13,9 +13,10 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from filelock import FileLock, Timeout
+
 from cluster.staging.cache_entries import CacheEntry
 from cluster.staging.errors import StagingError
-from cluster.staging.file_lock import LockTimeout, exclusive_lock
 from cluster.staging.integrity import bytes_on_disk
 from cluster.staging.layout import CacheLayout
 from cluster.staging.pins import read_pins
@@ -23,8 +24,8 @@ from cluster.staging.states import EntryState
 
 _NEVER_USED = datetime.min.replace(tzinfo=UTC)
 _EVICTING_PREFIX = ".evicting-"
-# Listing takes the entry's lock shared for a moment; a staging holds it for the whole
-# download. Waiting this long tells the two apart.
+# Listing takes the entry's lock for a moment; a staging holds it for the whole download.
+# Waiting this long tells the two apart.
 _BUSY_WAIT_S = 2.0
 
 
@@ -71,12 +72,13 @@ def evict_entry(layout: CacheLayout, name: str, protected: frozenset[str]) -> in
     if not entry_dir.is_dir():
         raise EvictionRefused(f"cache entry {name} does not exist in {layout.models_dir}")
     try:
-        with exclusive_lock(layout.entry_lock(name), timeout_s=_BUSY_WAIT_S):
-            return _delete_entry(layout, name, entry_dir)
-    except LockTimeout:
+        held = FileLock(layout.entry_lock(name)).acquire(timeout=_BUSY_WAIT_S)
+    except Timeout:
         raise EvictionRefused(
             f"cache entry {name} is being staged right now; not evicted"
         ) from None
+    with held:
+        return _delete_entry(layout, name, entry_dir)
 
 
 def _delete_entry(layout: CacheLayout, name: str, entry_dir: Path) -> int:

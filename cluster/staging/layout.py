@@ -8,7 +8,12 @@
   .switchyard/reservations.json      space promised to stagings still in progress
   .switchyard/pins.json              entries kept for a pending swap (never evicted)
   .switchyard/locks/<entry>.lock     held by the one process staging or evicting <entry>
+                                     (and for a moment by each listing)
   .switchyard/hub-cache/             huggingface_hub's cache_dir (refs only)
+
+The locks are exclusive flock locks taken through `filelock` (on NFSv4 clients the kernel maps
+flock to POSIX locks). The kernel drops a lock when its holder dies, so a killed staging never
+leaves a lock behind.
 """
 
 from __future__ import annotations

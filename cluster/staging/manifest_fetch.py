@@ -40,7 +40,7 @@ def fetch_manifest(
     if source.kind is SourceKind.LOCAL:
         assert source.path is not None
         return local_manifest(source, source.path)
-    return local_manifest(source, materialise_miniature(source, miniature_dir))
+    return local_manifest(source, generate_miniature(source, miniature_dir))
 
 
 def local_manifest(source: ModelSource, directory: Path) -> SourceManifest:
@@ -65,7 +65,7 @@ def local_manifest(source: ModelSource, directory: Path) -> SourceManifest:
     )
 
 
-def materialise_miniature(source: ModelSource, miniature_dir: Path | None) -> Path:
+def generate_miniature(source: ModelSource, miniature_dir: Path | None) -> Path:
     """Generate (or reuse) a miniature's directory (`cluster/miniature/`)."""
     from cluster.miniature import ensure_miniature
 

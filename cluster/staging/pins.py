@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 
-from cluster.staging.atomic_file import atomic_write_text
-from cluster.staging.file_lock import exclusive_lock
+from filelock import FileLock
+
+from cluster.atomic_file import atomic_write_text
 from cluster.staging.layout import CacheLayout, check_entry_name
 
 _LOCK_TIMEOUT_S = 120.0
@@ -27,7 +28,7 @@ def read_pins(layout: CacheLayout) -> frozenset[str]:
 
 def pin(layout: CacheLayout, name: str, reason: str) -> None:
     check_entry_name(name)
-    with exclusive_lock(layout.ledger_lock, _LOCK_TIMEOUT_S):
+    with FileLock(layout.ledger_lock, timeout=_LOCK_TIMEOUT_S):
         pins = _read_map(layout)
         pins[name] = reason
         atomic_write_text(layout.pins_file, json.dumps(pins, sort_keys=True))
@@ -35,7 +36,7 @@ def pin(layout: CacheLayout, name: str, reason: str) -> None:
 
 def unpin(layout: CacheLayout, name: str) -> bool:
     """Remove a pin; returns whether there was one."""
-    with exclusive_lock(layout.ledger_lock, _LOCK_TIMEOUT_S):
+    with FileLock(layout.ledger_lock, timeout=_LOCK_TIMEOUT_S):
         pins = _read_map(layout)
         existed = pins.pop(name, None) is not None
         atomic_write_text(layout.pins_file, json.dumps(pins, sort_keys=True))

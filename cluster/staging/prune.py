@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from filelock import FileLock, Timeout
+
 from cluster.staging.cache_entries import list_entries
 from cluster.staging.eviction import EvictionRefused, evict_entry, remove_interrupted_evictions
-from cluster.staging.file_lock import try_exclusive_lock
 from cluster.staging.integrity import discard_orphan_downloads
 from cluster.staging.layout import CacheLayout
 from cluster.staging.states import EntryState
@@ -34,7 +35,10 @@ def prune_cache(layout: CacheLayout, protected: frozenset[str] = frozenset()) ->
             except EvictionRefused:
                 continue  # someone started staging it since the listing
         elif entry.state is EntryState.STAGED:
-            with try_exclusive_lock(layout.entry_lock(entry.name)) as free:
-                if free:
-                    freed += discard_orphan_downloads(entry.path)
+            try:
+                held = FileLock(layout.entry_lock(entry.name)).acquire(timeout=0)  # one try
+            except Timeout:
+                continue  # someone is staging it again since the listing
+            with held:
+                freed += discard_orphan_downloads(entry.path)
     return PruneReport(removed_entries=tuple(removed), freed_bytes=freed)

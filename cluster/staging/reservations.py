@@ -18,8 +18,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from cluster.staging.atomic_file import atomic_write_text
-from cluster.staging.file_lock import exclusive_lock
+from filelock import FileLock
+
+from cluster.atomic_file import atomic_write_text
 from cluster.staging.integrity import bytes_on_disk
 from cluster.staging.layout import CacheLayout
 
@@ -112,7 +113,7 @@ class ReservationBook:
         The gate keeps the lock while it evicts (a delete of a few hundred GB), hence the
         generous default timeout.
         """
-        with exclusive_lock(self._layout.ledger_lock, self._lock_timeout_s):
+        with FileLock(self._layout.ledger_lock, timeout=self._lock_timeout_s):
             reservations = self._load_live()
             yield reservations
             self._save(reservations)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 from cluster.staging.budget import DiskVerdict
 from cluster.staging.cache_entries import is_staged
 from cluster.staging.config import StagingConfig
@@ -26,7 +28,6 @@ from cluster.staging.entry_metadata import (
     write_staged_marker,
 )
 from cluster.staging.errors import IntegrityError, StagingError
-from cluster.staging.file_lock import LockTimeout, exclusive_lock
 from cluster.staging.hub_download import download_snapshot
 from cluster.staging.hub_environment import prepare_hub_environment, resolve_endpoint
 from cluster.staging.integrity import (
@@ -40,7 +41,7 @@ from cluster.staging.integrity import (
 )
 from cluster.staging.layout import CacheLayout, entry_name_for
 from cluster.staging.manifest import SourceManifest
-from cluster.staging.manifest_fetch import fetch_manifest, local_manifest, materialise_miniature
+from cluster.staging.manifest_fetch import fetch_manifest, generate_miniature, local_manifest
 from cluster.staging.progress import DiskProgressMonitor, ProgressSink, default_sink
 from cluster.staging.space_gate import FreeBytesProbe, SpaceGate, disk_free_bytes
 from cluster.staging.units import format_bytes, format_duration
@@ -103,7 +104,7 @@ def stage(
         return _stage_local(source, manifest, node_name)
     if source.kind is SourceKind.MINIATURE:
         layout = CacheLayout(config.cache_dir)
-        path = materialise_miniature(source, layout.miniatures_dir)
+        path = generate_miniature(source, layout.miniatures_dir)
         return StagedModel(path, source, local_manifest(source, path), node_name, None, 0, True)
     return _stage_hub(
         source,
@@ -172,18 +173,22 @@ def _stage_hub(
     name = entry_name_for(resolved)
     entry_dir = layout.entry_dir(name)
     try:
-        with exclusive_lock(layout.entry_lock(name), config.entry_lock_timeout_s):
-            if _already_staged(entry_dir, resolved):
-                touch_last_used(entry_dir)
-                return StagedModel(entry_dir, source, resolved, node, name, 0, True)
-            downloaded = _download_and_verify(
-                resolved, config, layout, name, node, endpoint, token, sink, free_bytes, protected
-            )
-            return StagedModel(entry_dir, source, resolved, node, name, downloaded, False)
-    except LockTimeout as exc:
+        # Only waiting for the entry's lock is caught: the ledger lock or huggingface_hub's
+        # own locks timing out during the download are different failures.
+        held = FileLock(layout.entry_lock(name)).acquire(timeout=config.entry_lock_timeout_s)
+    except Timeout as exc:
         raise StagingError(
-            f"node {node}: another process kept staging {name} too long: {exc}"
+            f"node {node}: another process kept staging {name} for more than "
+            f"{format_duration(config.entry_lock_timeout_s)}"
         ) from exc
+    with held:
+        if _already_staged(entry_dir, resolved):
+            touch_last_used(entry_dir)
+            return StagedModel(entry_dir, source, resolved, node, name, 0, True)
+        downloaded = _download_and_verify(
+            resolved, config, layout, name, node, endpoint, token, sink, free_bytes, protected
+        )
+        return StagedModel(entry_dir, source, resolved, node, name, downloaded, False)
 
 
 def _already_staged(entry_dir: Path, manifest: SourceManifest) -> bool:

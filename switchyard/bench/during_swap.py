@@ -11,18 +11,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import httpx
 
+from domain.operation import OperationEvent, OperationResult
 from switchyard.bench.client import Endpoint
 from switchyard.bench.metrics import LevelMetrics, summarize
 from switchyard.bench.request_record import RequestRecord
 from switchyard.bench.steady_load import SteadyRun, run_steady
 from switchyard.bench.swap_window import SwapWindow, phase_spans, swap_window
 
-EventSink = Callable[[dict[str, Any]], None]
-SwapCall = Callable[[EventSink], dict[str, Any] | None]
+EventSink = Callable[[OperationEvent], None]
+SwapCall = Callable[[EventSink], OperationResult | None]
 """Runs the swap to its end, handing each manager event to the sink; returns the manager's
 operation result (None when the manager died during it)."""
 
@@ -30,7 +31,7 @@ operation result (None when the manager died during it)."""
 class SwapObserver(Protocol):
     def request_done(self, record: RequestRecord) -> None: ...
 
-    def swap_event(self, event: dict[str, Any]) -> None: ...
+    def swap_event(self, event: OperationEvent) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class SwapLoadResult:
     load: SteadyRun
     metrics: LevelMetrics
     """The whole steady load as one level (throughput through the swap, latencies)."""
-    operation: dict[str, Any] | None
+    operation: OperationResult | None
     window: SwapWindow
 
 
@@ -74,7 +75,7 @@ async def run_during_swap(
             transport=transport,
         )
     )
-    operation: dict[str, Any] | None = None
+    operation: OperationResult | None = None
     try:
         await _sleep_unless_done(load, plan.delay_s)
         if load.done():
@@ -92,8 +93,8 @@ async def run_during_swap(
     )
 
 
-def window_of(run: SteadyRun, operation: dict[str, Any] | None, new_model: str) -> SwapWindow:
-    events: Sequence[dict[str, Any]] = operation["events"] if operation else ()
+def window_of(run: SteadyRun, operation: OperationResult | None, new_model: str) -> SwapWindow:
+    events: Sequence[OperationEvent] = operation.events if operation else ()
     return swap_window(
         run.records, new_model=new_model, phases=phase_spans(events, run.wall_offset_s)
     )

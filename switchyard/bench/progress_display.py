@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from types import TracebackType
-from typing import Any, Self
+from typing import Self
 
 from rich.console import Console
 from rich.progress import (
@@ -16,6 +16,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from domain.operation import OperationEvent
 from switchyard.bench.metrics import LevelMetrics
 from switchyard.bench.request_record import RequestRecord
 
@@ -101,8 +102,8 @@ class RichSwapProgress(_LiveDisplay):
         models = ", ".join(f"{name} {n}" for name, n in self._answered_by.items())
         self._progress.update(self._task, advance=1, failed=self._failed, models=models)
 
-    def swap_event(self, event: dict[str, Any]) -> None:
-        stamp = time.strftime("%H:%M:%S", time.localtime(event["at"]))
-        phase = f"[{event['phase']}] " if event.get("phase") else ""
+    def swap_event(self, event: OperationEvent) -> None:
+        stamp = time.strftime("%H:%M:%S", time.localtime(event.at))
+        phase = f"[{event.phase}] " if event.phase else ""
         # Markup off: manager messages quote names and lists in brackets.
-        self._progress.console.print(f"{stamp} swap {phase}{event['message']}", markup=False)
+        self._progress.console.print(f"{stamp} swap {phase}{event.message}", markup=False)

@@ -19,7 +19,7 @@ def swap_table(result: SwapLoadResult, title: str) -> Table:
     table = Table(title=title, show_header=False)
     table.add_column("what")
     table.add_column("value", justify="right")
-    outcome = "manager died" if operation is None else str(operation["outcome"])
+    outcome = "manager died" if operation is None else operation.outcome.value
     table.add_row("swap outcome", outcome)
     for span in window.phases:
         table.add_row(f"  phase {span.phase}", f"{span.seconds:.1f} s (at {span.start_s:.1f} s)")
@@ -68,13 +68,9 @@ def swap_json(result: SwapLoadResult, *, config: dict[str, Any]) -> dict[str, An
         "load_started_unix_s": origin + result.load.wall_offset_s,
         "swap": None
         if operation is None
-        else {
-            "op_id": operation.get("op_id"),
-            "outcome": operation["outcome"],
-            "message": operation["message"],
-            "phase_seconds": operation["phase_seconds"],
-            "events": operation["events"],
-        },
+        else operation.model_dump(
+            mode="json", include={"op_id", "outcome", "message", "phase_seconds", "events"}
+        ),
         "window": result.window.to_json(),
         "load": result.metrics.to_json(),
         "requests": requests,

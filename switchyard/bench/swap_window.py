@@ -19,11 +19,12 @@ the first request's send time):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from itertools import pairwise
 from typing import Any
 
+from domain.operation import OperationEvent
 from switchyard.bench.request_record import RequestRecord
 
 HOLD_STARTS = "draining"
@@ -68,16 +69,16 @@ class SwapWindow:
         return asdict(self)
 
 
-def phase_spans(events: Sequence[Mapping[str, Any]], wall_offset_s: float) -> list[PhaseSpan]:
+def phase_spans(events: Sequence[OperationEvent], wall_offset_s: float) -> list[PhaseSpan]:
     """Phases from the manager's events: a phase's closing event carries `seconds` and is
     stamped (Unix `at`) when the phase ended. `wall_offset_s` is Unix minus perf_counter."""
     spans = []
     for event in events:
-        seconds = event.get("seconds")
-        if seconds is None or not event.get("phase"):
+        seconds = event.seconds
+        if seconds is None or not event.phase:
             continue
-        end = float(event["at"]) - wall_offset_s
-        spans.append(PhaseSpan(str(event["phase"]), end - float(seconds), float(seconds)))
+        end = event.at - wall_offset_s
+        spans.append(PhaseSpan(event.phase, end - seconds, seconds))
     return spans
 
 

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from domain.exit_codes import UserInputError
 from domain.validation_message import dotted, validation_line
+
+if TYPE_CHECKING:
+    from domain.deployment_config import ModelDeploymentConfig
+
+T = TypeVar("T")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,28 +31,29 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-dir", type=Path, default=None)
 
 
-def model_config(args: argparse.Namespace) -> dict[str, Any]:
-    """A validated deployment config (less the accelerator, which the cluster decides)."""
+def model_config(args: argparse.Namespace) -> ModelDeploymentConfig:
+    """A validated deployment config. The accelerator is left unset: the cluster decides
+    it (the manager fills in fields a request leaves unset)."""
     from pydantic import ValidationError
 
     from domain.deployment_config import ModelDeploymentConfig
+    from domain.model_source import parse_model_source
 
     engine: dict[str, Any] = {}
     if args.max_model_len is not None:
         engine["max_model_len"] = args.max_model_len
-    config = {
-        "name": args.name,
-        "source": args.source,
-        "aliases": list(args.aliases),
-        "layout": {"tp": args.tp, "pp": args.pp, "dp": args.dp, "ep": args.ep},
-        "engine": engine,
-    }
     try:
-        ModelDeploymentConfig.model_validate({**config, "accelerator": {"kind": "gpu"}})
+        config = ModelDeploymentConfig.model_validate(
+            {
+                "name": args.name,
+                "source": args.source,
+                "aliases": list(args.aliases),
+                "layout": {"tp": args.tp, "pp": args.pp, "dp": args.dp, "ep": args.ep},
+                "engine": engine,
+            }
+        )
     except ValidationError as exc:
         raise UserInputError(validation_line(exc, dotted(""))) from None
-    from domain.model_source import parse_model_source
-
     parse_model_source(args.source)
     return config
 
@@ -62,12 +69,26 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from domain.operation_request import AddRequest, OperationRequest, SwapRequest
     from switchyard.fleet_client import resolve_address, run_operation
 
     config = model_config(args)
-    address = resolve_address(args.address, args.state_dir)
+    request: OperationRequest
     if args.replace:
-        request = {"kind": "swap", "old": args.replace, "config": config, "dry_run": args.dry_run}
+        request = request_or_exit(
+            lambda: SwapRequest(old=args.replace, config=config, dry_run=args.dry_run)
+        )
     else:
-        request = {"kind": "add", "config": config, "dry_run": args.dry_run}
+        request = AddRequest(config=config, dry_run=args.dry_run)
+    address = resolve_address(args.address, args.state_dir)
     return run_operation(address, request, as_json=args.json)
+
+
+def request_or_exit(build: Callable[[], T]) -> T:
+    """A request built from flags; a bad value is a one-line input error (exit 2)."""
+    from pydantic import ValidationError
+
+    try:
+        return build()
+    except ValidationError as exc:
+        raise UserInputError(validation_line(exc, dotted(""))) from None

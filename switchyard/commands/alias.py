@@ -6,8 +6,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from domain.exit_codes import UserInputError
-
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("alias", help="manage aliases (alias set ALIAS NAME)")
@@ -21,13 +19,10 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from domain.deployment_config import validate_model_name
+    from domain.operation_request import AliasRequest
+    from switchyard.commands.add import request_or_exit
     from switchyard.fleet_client import resolve_address, run_operation
 
-    try:
-        validate_model_name(args.alias, "alias")
-    except ValueError as exc:
-        raise UserInputError(str(exc)) from None
+    request = request_or_exit(lambda: AliasRequest(alias=args.alias, name=args.name))
     address = resolve_address(args.address, args.state_dir)
-    request = {"kind": "alias", "alias": args.alias, "name": args.name}
     return run_operation(address, request, as_json=args.json)

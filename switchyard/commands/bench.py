@@ -275,6 +275,7 @@ def _run_during_swap(config: Any, prompts: list[Any], tokenizer: str, err: Any) 
     from rich.console import Console
     from rich.markup import escape
 
+    from domain.operation_request import SwapRequest
     from switchyard.bench.client import Endpoint
     from switchyard.bench.during_swap import SwapLoadPlan, run_during_swap
     from switchyard.bench.progress_display import RichSwapProgress
@@ -296,7 +297,7 @@ def _run_during_swap(config: Any, prompts: list[Any], tokenizer: str, err: Any) 
             max_model_len=None,
         )
     )
-    request = {"kind": "swap", "old": swap.old, "config": new_config, "dry_run": False}
+    request = SwapRequest(old=swap.old, config=new_config)
     # Joined before the load starts, so connecting never stalls the load's first seconds.
     manager = connect_manager(resolve_address(swap.address, None))
     plan = SwapLoadPlan(
@@ -324,12 +325,12 @@ def _run_during_swap(config: Any, prompts: list[Any], tokenizer: str, err: Any) 
         err.print(f"[red]failed request:[/red] {escape(error)}", highlight=False)
     if result.operation is not None:
         err.print(
-            f"swap {result.operation['outcome']}: {result.operation['message']}", markup=False
+            f"swap {result.operation.outcome.value}: {result.operation.message}", markup=False
         )
     if config.json_path is not None:
         write_json(config.json_path, swap_json(result, config=_public_config(config, tokenizer)))
         err.print(f"[dim]switchyard bench[/dim] wrote {config.json_path}")
-    done = result.operation is not None and result.operation["outcome"] == "done"
+    done = result.operation is not None and result.operation.succeeded
     return ExitCode.OK if done and result.window.failed == 0 else ExitCode.REJECTED
 
 

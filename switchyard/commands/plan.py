@@ -175,7 +175,7 @@ def _disk_verdicts(args: argparse.Namespace, need_bytes: int) -> list[DiskVerdic
 
 def _load_model(model: str) -> tuple[ModelSpec, WeightSize | None, str]:
     """(spec, measured weights or None, where the config came from)."""
-    from policies.model_spec import load_model_spec
+    from policies.hf_config import load_model_spec
     from policies.weights import weights_from_model_dir
 
     path = Path(model).expanduser()
@@ -193,7 +193,7 @@ def _load_model(model: str) -> tuple[ModelSpec, WeightSize | None, str]:
 
 def _load_from_hub(repo_id: str) -> tuple[ModelSpec, WeightSize | None, str]:
     """Fetch config.json and, if the repo has one, the safetensors index; nothing else."""
-    from policies.model_spec import load_model_spec
+    from policies.hf_config import load_model_spec
     from policies.weights import INDEX_FILENAME, weights_from_index
 
     try:

@@ -6,8 +6,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from domain.exit_codes import UserInputError
-
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("remove", help="take a model down")
@@ -19,13 +17,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from domain.deployment_config import validate_model_name
+    from domain.operation_request import RemoveRequest
+    from switchyard.commands.add import request_or_exit
     from switchyard.fleet_client import resolve_address, run_operation
 
-    try:
-        validate_model_name(args.name)
-    except ValueError as exc:
-        # No such model can exist; say so without connecting to the cluster.
-        raise UserInputError(str(exc)) from None
+    # A name no model can have is refused without connecting to the cluster.
+    request = request_or_exit(lambda: RemoveRequest(name=args.name))
     address = resolve_address(args.address, args.state_dir)
-    return run_operation(address, {"kind": "remove", "name": args.name}, as_json=args.json)
+    return run_operation(address, request, as_json=args.json)

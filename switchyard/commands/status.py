@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from domain.exit_codes import ExitCode, UserInputError
+from domain.operation import RunningOperation
+from domain.status_report import MetricsStatus, ModelStatus, StatusReport
 
 # Ray writes the Prometheus service-discovery file for every node's metrics agent here.
 RAY_PROMETHEUS_SD_FILE = "/tmp/ray/prom_metrics_service_discovery.json"
@@ -35,7 +37,7 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def collect(address: str) -> dict[str, Any]:
+def collect(address: str) -> StatusReport:
     import ray
 
     from cluster.ray_runtime import connect
@@ -48,32 +50,35 @@ def collect(address: str) -> dict[str, Any]:
         raise UserInputError(f"no Switchyard stack runs on {address} (no registry actor)") from None
     table, facts = ray.get([registry.table.remote(), registry.facts.remote()])
     models = [
-        {
-            "name": r.name,
-            "aliases": list(table.aliases_of(r.name)),
-            "state": r.state.value,
-            "layout": r.layout,
-            "source": r.source,
-            "replicas": r.replicas,
-            "error": r.error,
-        }
+        ModelStatus(
+            name=r.name,
+            aliases=list(table.aliases_of(r.name)),
+            state=r.state.value,
+            layout=r.layout,
+            source=r.source,
+            replicas=r.replicas,
+            error=r.error,
+            app=r.app_name,
+        )
         for r in table.live_models()
     ]
-    return {
-        "address": address,
-        "endpoint": facts.get("endpoint"),
-        "dashboard_url": facts.get("dashboard_url"),
-        "routing_table_version": table.version,
-        "models": models,
-        "aliases": dict(table.aliases),
-        "metrics": {"prometheus_service_discovery_file": RAY_PROMETHEUS_SD_FILE},
-        "inventory": _inventory(),
-    }
+    inventory, operation = _from_manager()
+    return StatusReport(
+        address=address,
+        endpoint=facts.get("endpoint"),
+        dashboard_url=facts.get("dashboard_url"),
+        routing_table_version=table.version,
+        models=models,
+        aliases=dict(table.aliases),
+        metrics=MetricsStatus(prometheus_service_discovery_file=RAY_PROMETHEUS_SD_FILE),
+        inventory=inventory,
+        operation=operation,
+    )
 
 
-def _inventory() -> dict[str, Any] | None:
-    """The manager's view of every node's hardware (probed, then overridden); None when no
-    manager runs."""
+def _from_manager() -> tuple[dict[str, Any] | None, RunningOperation | None]:
+    """The manager's view of every node's hardware (probed, then overridden) and the change
+    it is making; (None, None) when no manager runs."""
     import ray
 
     from cluster.manager_actor import manager_actor
@@ -81,24 +86,25 @@ def _inventory() -> dict[str, Any] | None:
     try:
         manager = manager_actor()
     except ValueError:
-        return None
-    inventory: dict[str, Any] = ray.get(manager.inventory.remote(), timeout=120)
-    return inventory
+        return None, None
+    inventory, operation = ray.get(
+        [manager.inventory.remote(), manager.current.remote()], timeout=120
+    )
+    return inventory, operation
 
 
-def _add_live_metrics(status: dict[str, Any], state_dir: Path, args: argparse.Namespace) -> None:
+def _add_live_metrics(status: StatusReport, state_dir: Path, args: argparse.Namespace) -> None:
     """Current tok/s and p95 TTFT per model, into `metrics` and each model's entry."""
     from switchyard.observability.status_metrics import live_metrics
 
     if not 0 <= args.window_s <= 600:
         raise UserInputError(f"--window-s: {args.window_s:g} is not in 0-600")
-    live = live_metrics(state_dir, args.prometheus, args.window_s)
-    status["metrics"].update(live)
-    by_model = {m["model"]: m for m in live["models"]}
-    for model in status["models"]:
-        stats = by_model.get(model["name"], {})
-        model["generated_tok_s"] = stats.get("generated_tok_s")
-        model["ttft_p95_s"] = stats.get("ttft_p95_s")
+    status.metrics = live_metrics(state_dir, args.prometheus, args.window_s)
+    by_model = {m.model: m for m in status.metrics.models}
+    for model in status.models:
+        stats = by_model.get(model.name)
+        model.generated_tok_s = stats.generated_tok_s if stats else None
+        model.ttft_p95_s = stats.ttft_p95_s if stats else None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout = sys.stderr
         status = collect(address)
         _add_live_metrics(status, state_dir, args)
-        document.write(json.dumps(status, indent=2) + "\n")
+        document.write(json.dumps(status.model_dump(mode="json"), indent=2) + "\n")
         document.flush()
         return ExitCode.OK
     status = collect(address)
@@ -128,27 +134,32 @@ def run(args: argparse.Namespace) -> int:
 
     console = Console()
     console.print(
-        f"endpoint: {status['endpoint']}/v1   ray: {address}   dashboard: {status['dashboard_url']}"
+        f"endpoint: {status.endpoint}/v1   ray: {address}   dashboard: {status.dashboard_url}"
     )
     table = Table("model", "aliases", "state", "layout", "replicas", "source", "tok/s", "TTFT p95")
-    for m in status["models"]:
+    for m in status.models:
         table.add_row(
-            m["name"],
-            ", ".join(m["aliases"]),
-            m["state"],
-            m["layout"],
-            str(m["replicas"]),
-            m["source"],
-            "-" if m["generated_tok_s"] is None else f"{m['generated_tok_s']:.1f}",
-            "-" if m["ttft_p95_s"] is None else f"{m['ttft_p95_s'] * 1000:.0f} ms",
+            m.name,
+            ", ".join(m.aliases),
+            m.state,
+            m.layout,
+            str(m.replicas),
+            m.source,
+            "-" if m.generated_tok_s is None else f"{m.generated_tok_s:.1f}",
+            "-" if m.ttft_p95_s is None else f"{m.ttft_p95_s * 1000:.0f} ms",
         )
     console.print(table)
-    metrics = status["metrics"]
+    metrics = status.metrics
     console.print(
-        f"metrics: Prometheus service discovery file {metrics['prometheus_service_discovery_file']}"
-        f"; live figures from {metrics['source'] or 'nowhere (no Prometheus, --window-s 0)'}"
+        f"metrics: Prometheus service discovery file {metrics.prometheus_service_discovery_file}"
+        f"; live figures from {metrics.source or 'nowhere (no Prometheus, --window-s 0)'}"
     )
-    _print_inventory(console, status.get("inventory"))
+    if status.operation is not None:
+        console.print(
+            f"running: {status.operation.kind.value} {status.operation.op_id}: "
+            + (status.operation.events[-1].message if status.operation.events else "starting")
+        )
+    _print_inventory(console, status.inventory)
     return ExitCode.OK
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from switchyard.commands.add import add_model_arguments, model_config
+from switchyard.commands.add import add_model_arguments, model_config, request_or_exit
 
 
 def register(subparsers: Any) -> None:
@@ -21,9 +21,12 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from domain.operation_request import SwapRequest
     from switchyard.fleet_client import resolve_address, run_operation
 
     config = model_config(args)
+    request = request_or_exit(
+        lambda: SwapRequest(old=args.old, config=config, dry_run=args.dry_run)
+    )
     address = resolve_address(args.address, args.state_dir)
-    request = {"kind": "swap", "old": args.old, "config": config, "dry_run": args.dry_run}
     return run_operation(address, request, as_json=args.json)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import signal
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -84,14 +82,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def _has_gpu() -> bool:
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return False
-    out = subprocess.run([smi, "-L"], capture_output=True, text=True, check=False)
-    return out.returncode == 0 and "GPU" in out.stdout
-
-
 def _api_keys(args: argparse.Namespace) -> list[str]:
     keys = list(args.api_keys or [])
     env = os.environ.get("SWITCHYARD_API_KEY", "")
@@ -102,6 +92,7 @@ def _api_keys(args: argparse.Namespace) -> list[str]:
 def build_config(args: argparse.Namespace) -> Any:
     from pydantic import ValidationError
 
+    from cluster.node_probe.gpu_presence import has_nvidia_gpu
     from switchyard.stack_config import (
         DEFAULT_ALIAS,
         DEFAULT_MODEL_NAME,
@@ -121,7 +112,7 @@ def build_config(args: argparse.Namespace) -> Any:
         )
     accelerator = args.accelerator
     if accelerator == "auto":
-        accelerator = "gpu" if _has_gpu() else "cpu"
+        accelerator = "gpu" if has_nvidia_gpu() else "cpu"
     models = []
     for i, source in enumerate(sources):
         if i < len(names):
@@ -176,7 +167,7 @@ def build_config(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from cluster.model_deployer import DeployFailed
+    from cluster.cluster_port import DeployFailed
     from switchyard.stack import Stack, stack_down
 
     config = build_config(args)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from domain.exit_codes import UserInputError
+from domain.status_report import MetricsStatus, ModelLive
 from switchyard.observability.live_stats import ModelLiveStats, query_prometheus, sample_agents
 from switchyard.observability.ray_targets import scrape_targets, service_discovery_file
 
@@ -18,16 +18,12 @@ def recorded_prometheus(state_dir: Path) -> str | None:
     return path.read_text().strip() or None if path.exists() else None
 
 
-def live_metrics(state_dir: Path, prometheus_url: str | None, window_s: float) -> dict[str, Any]:
+def live_metrics(state_dir: Path, prometheus_url: str | None, window_s: float) -> MetricsStatus:
     """Per-model tok/s and p95 TTFT: from Prometheus when one is given or recorded and
     answers, else from two scrapes of the metrics agents `window_s` apart (0: skip)."""
     sd_file = service_discovery_file(state_dir)
-    report: dict[str, Any] = {
-        "prometheus_service_discovery_file": str(sd_file),
-        "source": None,
-        "window_s": None,
-        "models": [],
-    }
+    source: str | None = None
+    window: float | None = None
     stats: list[ModelLiveStats] | None = None
     for url in (prometheus_url, recorded_prometheus(state_dir)):
         if url is None:
@@ -38,10 +34,14 @@ def live_metrics(state_dir: Path, prometheus_url: str | None, window_s: float) -
             if url == prometheus_url:
                 raise UserInputError(f"--prometheus: cannot query {url}: {exc}") from None
             continue  # a recorded server that has stopped: fall back to the agents
-        report["source"] = url
+        source = url
         break
     if stats is None and window_s > 0 and sd_file.exists():
         stats = sample_agents(scrape_targets(sd_file), window_s)
-        report["source"], report["window_s"] = "ray-metrics-agents", window_s
-    report["models"] = [s.to_json() for s in stats or []]
-    return report
+        source, window = "ray-metrics-agents", window_s
+    return MetricsStatus(
+        prometheus_service_discovery_file=str(sd_file),
+        source=source,
+        window_s=window,
+        models=[ModelLive.model_validate(s.to_json()) for s in stats or []],
+    )

@@ -24,8 +24,8 @@ from tests.support.running_stack import (
     SWITCHYARD,
     RunningStack,
     stack_env,
-    wait_until,
 )
+from tests.support.waiting import wait_until
 
 KIMI = "mini-kimi-k2.5"
 MINIMAX = "mini-minimax-m2.5"
@@ -41,7 +41,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
         yield running
     finally:
         running.down()
-        assert wait_until(lambda: not running.processes(), 60), "Ray processes left behind"
+        wait_until(lambda: not running.processes(), 60, message="Ray processes left behind")
 
 
 def _client(stack: RunningStack) -> openai.OpenAI:
@@ -166,7 +166,12 @@ def test_two_concurrent_changes_never_interleave(stack: RunningStack) -> None:
         text=True,
     )
     try:
-        assert wait_until(lambda: '"name": "mini-llama"' in _journal_text(stack), 120, 0.5)
+        wait_until(
+            lambda: '"name": "mini-llama"' in _journal_text(stack),
+            120,
+            0.5,
+            message="the journal never named mini-llama",
+        )
         second = _cli(stack, "add", "miniature:llama", "--name", "mini-llama-2", "--dry-run")
     finally:
         out, _ = first.communicate(timeout=900)
@@ -231,7 +236,7 @@ def test_killing_the_manager_mid_swap_converges_to_one_consistent_state(
     def deploying_new() -> bool:
         return any(e.get("phase") == "deploying_new" for e in _journal(stack)[before:])
 
-    assert wait_until(deploying_new, 300, 0.5), _journal_text(stack)[-2000:]
+    wait_until(deploying_new, 300, 0.5, message=lambda: _journal_text(stack)[-2000:])
     address = json.loads((stack.state_dir / "stack.json").read_text())["address"]
     killed = subprocess.run(
         [sys.executable, "-c", _KILL_MANAGER, address],
@@ -250,7 +255,7 @@ def test_killing_the_manager_mid_swap_converges_to_one_consistent_state(
         ends = [e for e in _journal(stack) if e.get("after_restart")]
         return bool(ends)
 
-    assert wait_until(converged, 600, 2), _journal_text(stack)[-2000:]
+    wait_until(converged, 600, 2, message=lambda: _journal_text(stack)[-2000:])
     end = [e for e in _journal(stack) if e.get("after_restart")][-1]
     status = stack.status()
     models = {m["name"]: m for m in status["models"]}  # type: ignore[attr-defined]
@@ -258,7 +263,12 @@ def test_killing_the_manager_mid_swap_converges_to_one_consistent_state(
     assert serving in (KIMI, MINIMAX), status
     assert models[serving]["state"] == "ready"
     assert assert_one_owner(models)
-    assert wait_until(lambda: _default_answers(stack, serving), 300, 3)
+    wait_until(
+        lambda: _default_answers(stack, serving),
+        300,
+        3,
+        message=f"`default` never answered from {serving}",
+    )
     print(f"manager killed in deploying_new -> {end['outcome']}: {end['message']}")
 
 

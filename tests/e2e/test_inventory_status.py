@@ -17,8 +17,8 @@ from tests.support.running_stack import (
     RunningStack,
     free_port,
     stack_env,
-    wait_until,
 )
+from tests.support.waiting import wait_until
 
 GIB = 2**30
 
@@ -42,7 +42,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
         yield running
     finally:
         running.down()
-        assert wait_until(lambda: not running.processes(), 60), "Ray processes left behind"
+        wait_until(lambda: not running.processes(), 60, message="Ray processes left behind")
 
 
 def _cli(stack: RunningStack, *args: str) -> subprocess.CompletedProcess[str]:

@@ -14,7 +14,8 @@ from pathlib import Path
 import openai
 import pytest
 
-from tests.support.running_stack import SWITCHYARD, RunningStack, stack_env, wait_until
+from tests.support.running_stack import SWITCHYARD, RunningStack, stack_env
+from tests.support.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 ENDPOINT = "http://127.0.0.1:8000/v1"
@@ -53,8 +54,12 @@ def test_make_run_serves_default_and_down_leaves_no_ray_processes(tmp_path: Path
     client = openai.OpenAI(base_url=ENDPOINT, api_key="unused", max_retries=0, timeout=60)
     started = time.monotonic()
     try:
-        served = wait_until(lambda: make.poll() is None and _answers(client), 900, 5)
-        assert served, (tmp_path / "make-run.log").read_text()[-3000:]
+        wait_until(
+            lambda: make.poll() is None and _answers(client),
+            900,
+            5,
+            message=lambda: (tmp_path / "make-run.log").read_text()[-3000:],
+        )
         print(f"`make run` served default after {time.monotonic() - started:.0f} s")
         assert stack.processes(), "no Ray processes found for the stack"
     finally:
@@ -67,7 +72,7 @@ def test_make_run_serves_default_and_down_leaves_no_ray_processes(tmp_path: Path
             check=False,
         )
     assert down.returncode == 0, down.stdout + down.stderr
-    assert wait_until(lambda: not stack.processes(), 60), "Ray processes left behind"
+    wait_until(lambda: not stack.processes(), 60, message="Ray processes left behind")
     try:
         make.wait(timeout=120)
     except subprocess.TimeoutExpired:

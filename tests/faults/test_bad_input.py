@@ -22,7 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.running_stack import RunningStack, wait_until
+from tests.support.running_stack import RunningStack
+from tests.support.waiting import wait_until
 
 API_KEY = "sk-bad-input-suite"
 MODEL = "default"
@@ -56,7 +57,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
         yield running
     finally:
         running.down()
-        assert wait_until(lambda: not running.processes(), 60), "Ray processes left behind"
+        wait_until(lambda: not running.processes(), 60, message="Ray processes left behind")
 
 
 def _rss_mib(stack: RunningStack) -> dict[str, float]:

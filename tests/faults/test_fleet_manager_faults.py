@@ -1,4 +1,4 @@
-"""The fleet manager under faults, against real Ray with Serve stood in:
+"""The fleet engine under faults, against real Ray with Serve stood in:
 
 - killed at each point of a hot swap, a restarted manager converges to exactly one
   consistent state every time (one model serving `default`, recorded with its own config,
@@ -7,37 +7,35 @@
 - a model that loses its replicas (engine or node lost) is marked DEGRADED with the reason,
   and READY again once Serve has re-placed it.
 
-Real: a local Ray instance, the registry actor, the journal on disk, admission and staging.
-Stood in: Serve applications and the warm-up request (see serve_standin.py for why). Each
-kill case prints a `phase -> outcome` row; RELIABILITY.md carries the table.
+Real: a local Ray instance, the registry actor, the journal on disk, the node probes,
+admission and staging. Stood in: Serve applications and the warm-up request (see
+serve_standin.py for why). The same matrix runs in memory in tests/unit/fleet; this one
+proves it against the real registry and staging. Each kill case prints a
+`phase -> outcome` row; RELIABILITY.md carries the table.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cluster.fleet_manager import FleetManager, ManagerSettings
+from cluster.cluster_port import AppStatus
+from cluster.fleet_engine import FleetEngine
 from cluster.journal import Journal
-from cluster.model_materializer import staged_model_path
+from cluster.manager_settings import ManagerSettings
 from cluster.staging.errors import StagingError
+from domain.app_name import AppName
 from domain.deployment_config import AcceleratorConfig, EngineConfig, ModelDeploymentConfig
+from domain.fleet_state import FleetState
 from domain.model_state import ModelState
+from domain.operation import Outcome
+from domain.operation_request import SwapRequest
+from tests.support.memory_cluster import Killed, KillingJournal, KillSwitch, MemoryServe
 
-from .serve_standin import (
-    RUNNING,
-    UNHEALTHY,
-    Killed,
-    KillingJournal,
-    KillSwitch,
-    ServeApps,
-    StandInCluster,
-    StandInDeployer,
-)
+from .serve_standin import standin_ports
 
 CPU = AcceleratorConfig(kind="cpu")
 OLD = ModelDeploymentConfig(
@@ -55,6 +53,7 @@ NEW = ModelDeploymentConfig(
     accelerator=CPU,
     engine=EngineConfig(enforce_eager=True, max_model_len=256),
 )
+OLD_APP = AppName(OLD.name, 1)
 
 
 @dataclass(frozen=True)
@@ -73,13 +72,13 @@ class KillCase:
 CASES = [
     KillCase("preflight (staging NEW)", "staging", None, OLD.name, "rolled_back", 0),
     KillCase("draining", "drain", OLD.name, OLD.name, "rolled_back", 0),
-    KillCase("removing_old (OLD deleted)", "wait_freed", OLD.name, OLD.name, "rolled_back", 1),
+    KillCase("removing_old (OLD deleted)", "wait_freed", None, OLD.name, "rolled_back", 1),
     KillCase(
         "deploying_new (NEW starting)", "deploy:starting", NEW.name, OLD.name, "rolled_back", 1
     ),
     KillCase("deploying_new (NEW warming up)", "warm_up", NEW.name, NEW.name, "done", 0),
     KillCase("switching (nothing moved yet)", "journaled:switching", None, NEW.name, "done", 0),
-    KillCase("switching (snapshot written)", "snapshot_saved", None, NEW.name, "done", 0),
+    KillCase("switching (snapshot written)", "snapshot_saved:switching", None, NEW.name, "done", 0),
     KillCase(
         "rolling_back (OLD redeploying)",
         "deploy:starting",
@@ -96,7 +95,7 @@ CASES = [
 class Fleet:
     """One manager lifetime: what a restart rebuilds from the state dir."""
 
-    manager: FleetManager
+    engine: FleetEngine
     journal: Journal
 
 
@@ -109,53 +108,46 @@ def _settings(state_dir: Path) -> ManagerSettings:
 def _start_manager(
     state_dir: Path,
     registry: Any,
-    serve: ServeApps,
+    serve: MemoryServe,
     kill: KillSwitch,
     miniatures: Path,
-    **cluster_options: Any,
+    staging_error: dict[str, Exception] | None = None,
 ) -> Fleet:
-    materialize = staged_model_path(miniatures)
-    journal = KillingJournal(state_dir / "manager", kill)
-    manager = FleetManager(
-        _settings(state_dir),
-        registry,
-        StandInDeployer(registry, serve, kill, materialize),
-        journal,
-        StandInCluster(registry, materialize, serve, kill, **cluster_options),
+    serve.kill = kill
+    # The staging cache is shared by the module's tests: the miniature is generated once.
+    settings = _settings(state_dir)
+    staging = _settings(miniatures)
+    journal = KillingJournal(settings.manager_dir, kill)
+    engine = FleetEngine(
+        settings, standin_ports(staging, registry, serve, kill, staging_error), journal
     )
-    manager.reconcile()
-    return Fleet(manager, journal)
+    engine.reconcile()
+    return Fleet(engine, journal)
 
 
-def _serving_old(state_dir: Path, serve: ServeApps) -> None:
+def _serving_old(state_dir: Path, serve: MemoryServe) -> None:
     """OLD was serving `default` before the swap began."""
-    Journal(state_dir / "manager").save_snapshot(
-        {
-            "models": {OLD.name: {"config": OLD.model_dump(mode="json"), "state": "ready"}},
-            "aliases": {"default": OLD.name},
-        }
-    )
-    serve.apps[OLD.app_name] = RUNNING
+    Journal(state_dir / "manager").save_snapshot(FleetState().with_model(OLD, 1))
+    serve.apps[OLD_APP.app] = AppStatus.RUNNING
 
 
-def _swap_request() -> dict[str, Any]:
-    return {"kind": "swap", "old": OLD.name, "config": NEW.model_dump(mode="json")}
+def _swap_request() -> SwapRequest:
+    return SwapRequest(old=OLD.name, config=NEW)
 
 
 def _assert_one_consistent_state(
-    fleet: Fleet, registry: Any, serve: ServeApps, survivor: str
+    fleet: Fleet, registry: Any, serve: MemoryServe, survivor: str
 ) -> None:
     import ray
 
     gone = NEW.name if survivor == OLD.name else OLD.name
     original = OLD if survivor == OLD.name else NEW
-    state = fleet.manager.fleet()
-    assert set(state["models"]) == {survivor}
-    assert state["aliases"] == {"default": survivor}
-    recorded = ModelDeploymentConfig.model_validate(state["models"][survivor]["config"])
-    assert recorded == original.model_copy(update={"aliases": ("default",)})
-    assert fleet.journal.load_snapshot() == json.loads(json.dumps(state))
-    assert serve.apps == {f"model-{survivor}": RUNNING}
+    state = fleet.engine.fleet()
+    assert set(state.models) == {survivor}
+    assert state.aliases == {"default": survivor}
+    assert state.models[survivor].config == original.model_copy(update={"aliases": ("default",)})
+    assert fleet.journal.load_snapshot() == state
+    assert serve.apps == {state.models[survivor].app.app: AppStatus.RUNNING}
     table = ray.get(registry.table.remote())
     assert table.models[survivor].state == ModelState.READY
     assert gone not in table.models or table.models[gone].state != ModelState.READY
@@ -168,19 +160,21 @@ def _assert_one_consistent_state(
 def test_a_manager_killed_mid_swap_converges_to_one_consistent_state(
     case: KillCase, registry: Any, miniatures: Path, tmp_path: Path
 ) -> None:
-    serve = ServeApps()
+    serve = MemoryServe()
     _serving_old(tmp_path, serve)
     kill = KillSwitch(case.point, case.model)
-    failing = frozenset({NEW.name}) if case.new_fails_warm_up else frozenset()
-    before = _start_manager(tmp_path, registry, serve, kill, miniatures, fail_warm_up=failing)
+    if case.new_fails_warm_up:
+        serve.fail_warm_up.add(NEW.name)
+    before = _start_manager(tmp_path, registry, serve, kill, miniatures)
     with pytest.raises(Killed):
-        before.manager.run(_swap_request())
+        before.engine.run(_swap_request())
     assert kill.fired
     interrupted = before.journal.unfinished()
     assert interrupted is not None
     starts_before = len(serve.deployed)
 
     # The actor restarts: a new manager over the same state dir, registry and Serve.
+    serve.fail_warm_up.clear()
     after = _start_manager(tmp_path, registry, serve, KillSwitch(), miniatures)
     end = [e for e in after.journal.entries() if e.get("after_restart")][-1]
     assert end["outcome"] == case.outcome, end
@@ -198,7 +192,7 @@ def test_a_disk_that_fills_while_staging_new_rejects_the_swap_and_old_keeps_serv
 ) -> None:
     import ray
 
-    serve = ServeApps()
+    serve = MemoryServe()
     _serving_old(tmp_path, serve)
     full = StagingError(
         f"{NEW.source}: the cache volume filled up during the download (something else "
@@ -208,10 +202,10 @@ def test_a_disk_that_fills_while_staging_new_rejects_the_swap_and_old_keeps_serv
         tmp_path, registry, serve, KillSwitch(), miniatures, staging_error={NEW.source: full}
     )
     version = ray.get(registry.table.remote()).version
-    result = fleet.manager.run(_swap_request())
-    assert result["outcome"] == "rejected"
-    assert "filled up during the download" in result["message"]
-    assert "nothing changed" in result["message"]
+    result = fleet.engine.run(_swap_request())
+    assert result.outcome is Outcome.REJECTED
+    assert "filled up during the download" in result.message
+    assert "nothing changed" in result.message
     phases = [e["phase"] for e in fleet.journal.entries() if e.get("event") == "phase"]
     assert phases == ["preflight"], "OLD was never drained"
     assert serve.deployed == []
@@ -224,22 +218,22 @@ def test_a_model_that_loses_its_replicas_is_degraded_then_ready_once_re_placed(
 ) -> None:
     import ray
 
-    serve = ServeApps()
+    serve = MemoryServe()
     _serving_old(tmp_path, serve)
     fleet = _start_manager(tmp_path, registry, serve, KillSwitch(), miniatures)
-    assert fleet.manager.check_health() == []
+    assert fleet.engine.check_health() == []
 
-    serve.apps[OLD.app_name] = UNHEALTHY  # its node is gone; Serve is re-placing it
-    (change,) = fleet.manager.check_health()
-    assert change["state"] == "degraded"
+    serve.apps[OLD_APP.app] = AppStatus.UNHEALTHY  # its node is gone; Serve is re-placing it
+    (change,) = fleet.engine.check_health()
+    assert change.state is ModelState.DEGRADED
     route = ray.get(registry.table.remote()).models[OLD.name]
     assert route.state == ModelState.DEGRADED
     assert route.error and "re-placing it when capacity allows" in route.error
-    assert fleet.manager.check_health() == [], "reported once, not on every pass"
+    assert fleet.engine.check_health() == [], "reported once, not on every pass"
 
-    serve.apps[OLD.app_name] = RUNNING  # a replica runs again elsewhere
-    (change,) = fleet.manager.check_health()
-    assert change["state"] == "ready"
+    serve.apps[OLD_APP.app] = AppStatus.RUNNING  # a replica runs again elsewhere
+    (change,) = fleet.engine.check_health()
+    assert change.state is ModelState.READY
     assert ray.get(registry.table.remote()).models[OLD.name].state == ModelState.READY
     events = [e for e in fleet.journal.entries() if e.get("event") == "health"]
     assert [e["state"] for e in events] == ["degraded", "ready"]

@@ -21,7 +21,8 @@ import httpx
 import psutil
 import pytest
 
-from tests.support.running_stack import SWITCHYARD, free_port, stack_env, wait_until
+from tests.support.running_stack import SWITCHYARD, free_port, stack_env
+from tests.support.waiting import wait_until
 
 # A multi-raylet cluster with a stack on top: about 3.5 minutes here (RELIABILITY.md).
 # Run alone with: .venv/bin/pytest tests/faults/test_node_loss.py -s
@@ -137,13 +138,13 @@ def test_a_lost_node_degrades_its_model_until_a_new_node_lets_serve_re_place_it(
     # and would outlive the raylet here.
     with contextlib.suppress(psutil.NoSuchProcess):
         engine.kill()
-    assert wait_until(lambda: _model_state(state_dir)["state"] == "degraded", 180, 2)
+    wait_until(lambda: _model_state(state_dir)["state"] == "degraded", 180, 2)
     degraded_after = time.monotonic() - lost_at
     model = _model_state(state_dir)
     print(f"\nstatus while degraded: {model}")
     # The gateway replica may have lived on the lost node too; once Serve has replaced it
     # (on the head), a request for the degraded model is refused at once, never held.
-    assert wait_until(lambda: _refused_with_retry_after(port), 120, 2)
+    wait_until(lambda: _refused_with_retry_after(port), 120, 2)
     journal = state_dir / "manager" / "journal.jsonl"
     events = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
     assert any(e.get("event") == "health" and e.get("state") == "degraded" for e in events)
@@ -151,8 +152,8 @@ def test_a_lost_node_degrades_its_model_until_a_new_node_lets_serve_re_place_it(
     # Capacity comes back: a new node with a free slot joins; Serve re-places the replica.
     joined_at = time.monotonic()
     cluster.add_node(num_cpus=WORKER_CPUS, resources={SLOTS: 1})
-    assert wait_until(lambda: _model_state(state_dir)["state"] == "ready", 600, 3)
-    assert wait_until(lambda: _answers(port), 120, 2)
+    wait_until(lambda: _model_state(state_dir)["state"] == "ready", 600, 3)
+    wait_until(lambda: _answers(port), 120, 2)
     ready_after = time.monotonic() - joined_at
     events = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
     health = [e["state"] for e in events if e.get("event") == "health"]

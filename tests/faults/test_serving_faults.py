@@ -20,8 +20,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.support.running_stack import RunningStack, stack_env, wait_until
+from tests.support.running_stack import RunningStack, stack_env
 from tests.support.status_load import RequestOutcome, StatusLoad
+from tests.support.waiting import wait_until
 
 KIMI = "mini-kimi-k2.5"
 LLAMA = "mini-llama"
@@ -42,7 +43,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
         yield running
     finally:
         running.down()
-        assert wait_until(lambda: not running.processes(), 60), "Ray processes left behind"
+        wait_until(lambda: not running.processes(), 60, message="Ray processes left behind")
 
 
 def _gateway_replicas(stack: RunningStack) -> list[psutil.Process]:
@@ -71,14 +72,14 @@ def test_an_engine_killed_under_load_gives_503_or_completion_and_is_replaced(
 ) -> None:
     old_engine = stack.engine_process(KIMI)
     with StatusLoad(stack.base_url, "default", workers=8) as load:
-        assert wait_until(lambda: sum(o.ok for o in load.snapshot()) >= 8, 120)
+        wait_until(lambda: sum(o.ok for o in load.snapshot()) >= 8, 120)
         killed_at = time.monotonic()
         old_engine.kill()
 
         def recovered() -> bool:
             return _first_success_after(load.snapshot(), killed_at + 1) is not None
 
-        assert wait_until(recovered, 420, 1), _describe(load.snapshot())[-1500:]
+        wait_until(recovered, 420, 1, message=lambda: _describe(load.snapshot())[-1500:])
         time.sleep(10)  # steady again: requests after recovery all succeed
     outcomes = load.stop()
     recovery_s = (_first_success_after(outcomes, killed_at + 1) or 0) - killed_at
@@ -103,7 +104,7 @@ def test_an_engine_killed_under_load_gives_503_or_completion_and_is_replaced(
         except LookupError:
             return False
 
-    assert wait_until(replaced, 60), "the replica was replaced by one with a new engine"
+    wait_until(replaced, 60, message="the replica was replaced by one with a new engine")
     late = [o for o in outcomes if o.started > killed_at + recovery_s + 2]
     assert late and all(o.ok for o in late), _describe(late)
     lost_in_flight = sum(1 for o in in_flight if not o.ok)
@@ -128,7 +129,7 @@ def test_a_killed_gateway_replica_leaves_the_other_serving_and_is_replaced(
     assert len(replicas) == 2, replicas
     victim = replicas[0]
     with StatusLoad(stack.base_url, "default", workers=8) as load:
-        assert wait_until(lambda: sum(o.ok for o in load.snapshot()) >= 8, 120)
+        wait_until(lambda: sum(o.ok for o in load.snapshot()) >= 8, 120)
         killed_at = time.monotonic()
         victim.kill()
 
@@ -136,7 +137,7 @@ def test_a_killed_gateway_replica_leaves_the_other_serving_and_is_replaced(
             pids = {p.pid for p in _gateway_replicas(stack)}
             return len(pids) == 2 and victim.pid not in pids
 
-        assert wait_until(replaced, 180, 0.5), "Serve did not replace the killed replica"
+        wait_until(replaced, 180, 0.5, message="Serve did not replace the killed replica")
         replaced_s = time.monotonic() - killed_at
         time.sleep(5)
     outcomes = load.stop()

@@ -19,8 +19,8 @@ from tests.support.running_stack import (
     SWITCHYARD,
     RunningStack,
     stack_env,
-    wait_until,
 )
+from tests.support.waiting import wait_until
 
 API_KEY = "test-key-bench"
 INPUT_LEN = 16
@@ -39,7 +39,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     finally:
         down = running.down()
         assert down.returncode == 0, down.stdout + down.stderr
-        assert wait_until(lambda: not running.processes(), 60), "Ray processes left behind"
+        wait_until(lambda: not running.processes(), 60, message="Ray processes left behind")
 
 
 def _bench(stack: RunningStack, *flags: str) -> subprocess.CompletedProcess[str]:

@@ -15,14 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from cluster.fleet_manager import ClusterView, ManagerSettings
+from cluster.manager_settings import ManagerSettings
 from cluster.node_probe.overrides import InventoryConfig, NodeOverride
-from cluster.node_probe.ray_probe import ProbedCluster, probe_cluster
+from cluster.node_probe.policy_inventory import policy_inventory
+from cluster.node_probe.ray_probe import probe_cluster
+from cluster.node_probe.records import ProbedCluster
+from cluster.ray_nodes import RayNodes
 from cluster.staging import StagingConfig
 from cluster.weight_disk_report import weights_disk_report
 from domain.deployment_config import AcceleratorConfig
-from policies.inventory import Interconnect
-from tests.support.running_stack import wait_until
+from policies.inventory import ClusterInventory, Interconnect
+from tests.support.waiting import wait_until
 
 from .local_hub import LocalHub
 from .tiny_hub_model import REPO, tiny_model_files
@@ -126,8 +129,13 @@ def test_the_managers_inventory_uses_overrides_and_what_ray_has_free(nodes: Node
         accelerator=AcceleratorConfig(kind="cpu", standin_resource=SLOTS),
         inventory=InventoryConfig(overrides=(NodeOverride(label="rack=r2", gpu_count=3),)),
     )
-    view = ClusterView(None, Path)
-    inventory = view.inventory(settings)
+    nodes_port = RayNodes(settings)
+
+    def inventory_now() -> ClusterInventory:
+        probed = nodes_port.probe()
+        return policy_inventory(probed.facts, probed.available, settings.accelerator)
+
+    inventory = inventory_now()
     by_name = {n.name: n for n in inventory.nodes}
     assert set(by_name) == {nodes.head[:12], nodes.racked[:12]}  # the plain node has none
     assert (by_name[nodes.racked[:12]].gpus, by_name[nodes.racked[:12]].free_gpus) == (3, 3)
@@ -138,9 +146,9 @@ def test_the_managers_inventory_uses_overrides_and_what_ray_has_free(nodes: Node
     try:
         # Ray's view of available resources catches up with a new group within moments.
         def free() -> dict[str, int]:
-            return {n.name: n.free_gpus for n in view.inventory(settings).nodes}
+            return {n.name: n.free_gpus for n in inventory_now().nodes}
 
-        assert wait_until(lambda: free()[nodes.racked[:12]] == 1, 30), free()
+        wait_until(lambda: free()[nodes.racked[:12]] == 1, 30, message=lambda: str(free()))
         assert free()[nodes.head[:12]] == 2
     finally:
         remove_placement_group(group)

@@ -33,7 +33,8 @@ from switchyard.commands.metrics import DEBIAN_PROMETHEUS
 from switchyard.observability import promql
 from switchyard.observability.dashboards import every_expression
 from tests.support.recording_http import Answer, recording_server
-from tests.support.running_stack import SWITCHYARD, RunningStack, free_port, stack_env, wait_until
+from tests.support.running_stack import SWITCHYARD, RunningStack, free_port, stack_env
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(
     not Path(DEBIAN_PROMETHEUS).is_file(),
@@ -109,7 +110,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
             text=True,
         )
         url = f"http://127.0.0.1:{port}"
-        assert wait_until(lambda: _ready(url), 60), "Prometheus did not start"
+        wait_until(lambda: _ready(url), 60, message="Prometheus did not start")
         started_at = time.time()
         stop, answered = threading.Event(), list[str]()
         load = threading.Thread(target=_traffic, args=(stack, stop, answered), daemon=True)
@@ -144,7 +145,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
             prometheus.send_signal(signal.SIGTERM)
             prometheus.wait(timeout=60)
         stack.down()
-        assert wait_until(lambda: not stack.processes(), 60), "Ray processes left behind"
+        wait_until(lambda: not stack.processes(), 60, message="Ray processes left behind")
 
 
 def _ready(url: str) -> bool:
@@ -171,11 +172,12 @@ def test_metrics_prometheus_scrapes_what_the_sd_file_lists_until_sigterm(tmp_pat
         server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
-            assert wait_until(lambda: _ready(url), 60), "Prometheus did not start"
+            wait_until(lambda: _ready(url), 60, message="Prometheus did not start")
             assert (tmp_path / "prometheus" / "url").read_text().strip() == url
-            assert wait_until(
+            wait_until(
                 lambda: bool(_query_range(url, "ray_probe_total", time.time() - 60, time.time())),
                 60,
+                message="Prometheus scraped no ray_probe_total from the target",
             )
         finally:
             server.send_signal(signal.SIGTERM)

@@ -84,36 +84,34 @@ def test_tp2_x_pp2_stages_span_the_two_nodes_the_plan_chose(cluster: Any) -> Non
 def test_an_unplaceable_layout_is_refused_before_anything_is_deployed(
     cluster: Any, tmp_path: Path
 ) -> None:
-    import ray
     from ray import serve
 
-    from cluster.model_deployer import ModelDeployer, PlacementRefused
-    from serve_apps.registry import registry_actor
+    from cluster.serve_control import ServeControl
 
-    registry = registry_actor()
-    deployer = ModelDeployer(registry, lambda source: tmp_path)
     config = ModelDeploymentConfig(
         name="too-wide", source="miniature:llama", layout=LayoutConfig(tp=8), accelerator=CPU
     )
-    with pytest.raises(PlacementRefused, match="on one node"):
-        deployer.deploy(config, timeout_s=60)
-    assert "too-wide" not in ray.get(registry.table.remote()).models
-    assert "model-too-wide" not in serve.status().applications
+    # The engine asks before it publishes or deploys anything (tests/unit/fleet: a refused
+    # placement leaves no route); here, that Ray's real resources give the refusal.
+    problem = ServeControl().placement_problem(config)
+    assert problem is not None and "on one node" in problem
+    assert not any(name.startswith("model-too-wide") for name in serve.status().applications)
 
 
 def test_a_real_tp2_engine_is_placed_on_one_node_and_serves(cluster: Any, tmp_path: Path) -> None:
-    import ray
     from ray import serve
     from ray.serve.llm.openai_api_models import CompletionRequest
     from ray.util.placement_group import placement_group_table
 
+    from cluster.cluster_port import AppStatus
     from cluster.miniature import ensure_miniature
-    from cluster.model_deployer import ModelDeployer
-    from serve_apps.registry import registry_actor
+    from cluster.serve_control import ServeControl
+    from domain.app_name import AppName
 
     model_dir = ensure_miniature("llama", tmp_path)
     serve.start(http_options={"host": "127.0.0.1", "port": 0})
-    deployer = ModelDeployer(registry_actor(), lambda source: model_dir)
+    control = ServeControl()
+    app = AppName("tp2-llama", 1)
     config = ModelDeploymentConfig(
         name="tp2-llama",
         source="miniature:llama",
@@ -121,7 +119,8 @@ def test_a_real_tp2_engine_is_placed_on_one_node_and_serves(cluster: Any, tmp_pa
         accelerator=CPU,
         engine={"enforce_eager": True, "max_model_len": 512},
     )
-    result = deployer.deploy(config, timeout_s=600)
+    assert control.placement_problem(config) is None
+    control.deploy(app, config, model_dir, timeout_s=600)
     try:
         groups = [
             g
@@ -132,7 +131,10 @@ def test_a_real_tp2_engine_is_placed_on_one_node_and_serves(cluster: Any, tmp_pa
         ]
         assert len(groups) == 1, groups
         assert len(set(groups[0]["bundles_to_node_id"].values())) == 1
-        handle = serve.get_deployment_handle(result.route.deployment_name, result.route.app_name)
+        assert control.claimed_by(app.app, SLOTS) == {
+            next(iter(groups[0]["bundles_to_node_id"].values()))[:12]: 2
+        }
+        handle = serve.get_deployment_handle(app.deployment, app.app)
 
         async def ask() -> Any:
             request = CompletionRequest(model="tp2-llama", prompt="hi", max_tokens=4)
@@ -145,14 +147,17 @@ def test_a_real_tp2_engine_is_placed_on_one_node_and_serves(cluster: Any, tmp_pa
 
         reply = asyncio.run(ask())
         assert reply.choices[0].text is not None
-        assert ray.get(registry_actor().table.remote()).models["tp2-llama"].state == "ready"
+        assert control.statuses()[app.app] is AppStatus.RUNNING
+        control.warm_up(app, timeout_s=120)
 
         # The gateway's cheap replica count (Serve controller's running table) says what
         # serve.status() says.
         from serve_apps.gateway_app import ServeReplicaCounts, running_replicas_from_status
 
         counts = asyncio.run(ServeReplicaCounts()())
-        assert counts[result.route.app_name] == 1
-        assert asyncio.run(running_replicas_from_status())[result.route.app_name] == 1
+        assert counts[app.app] == 1
+        assert asyncio.run(running_replicas_from_status())[app.app] == 1
+        assert control.running_replicas()[app.app] == 1
     finally:
-        deployer.remove("tp2-llama")
+        control.delete(app.app)
+    assert app.app not in control.statuses()

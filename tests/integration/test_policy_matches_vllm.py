@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from cluster.miniature import write_miniature
+from policies.hf_config import load_model_spec
 from policies.layout import Layout
 from policies.layout_rules import (
     check_model_rules,
@@ -30,7 +31,6 @@ from policies.layout_rules import (
     kv_heads_split_or_replicate,
 )
 from policies.memory import KvCacheDtype, kv_bytes_per_token_per_gpu, kv_bytes_per_token_per_layer
-from policies.model_spec import load_model_spec
 from policies.reasons import ReasonCode
 
 PROBE = Path(__file__).with_name("policy_vllm_probe.py")

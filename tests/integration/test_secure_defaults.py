@@ -20,7 +20,8 @@ import httpx
 import psutil
 import pytest
 
-from tests.support.running_stack import SWITCHYARD, RunningStack, stack_env, wait_until
+from tests.support.running_stack import SWITCHYARD, RunningStack, stack_env
+from tests.support.waiting import wait_until
 
 API_KEY = f"sk-secure-defaults-{uuid.uuid4().hex}"
 
@@ -34,7 +35,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
         yield running
     finally:
         running.down()
-        assert wait_until(lambda: not running.processes(), 60), "Ray processes left behind"
+        wait_until(lambda: not running.processes(), 60, message="Ray processes left behind")
 
 
 def _ray_token() -> str:

@@ -15,7 +15,8 @@ import httpx
 import openai
 import pytest
 
-from tests.support.running_stack import RunningStack, wait_until
+from tests.support.running_stack import RunningStack
+from tests.support.waiting import wait_until
 
 API_KEY = "test-key-serving-plane"
 KIMI = "mini-kimi-k2.5"
@@ -42,7 +43,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     finally:
         down = running.down()
         assert down.returncode == 0, down.stdout + down.stderr
-        assert wait_until(lambda: not running.processes(), 60), "Ray processes left behind"
+        wait_until(lambda: not running.processes(), 60, message="Ray processes left behind")
 
 
 @pytest.fixture(scope="module")

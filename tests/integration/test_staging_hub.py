@@ -37,6 +37,7 @@ from cluster.staging import (
 from cluster.staging.cache_entries import entry_state
 from domain.exit_codes import UserInputError
 from domain.model_source import parse_model_source
+from tests.support.waiting import wait_until
 
 from .local_hub import LocalHub
 from .small_volume import small_volume
@@ -77,14 +78,6 @@ def run_child(source: str, config: StagingConfig, **extra: object) -> subprocess
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def wait_until(condition: object, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.05)
 
 
 # ---- the ordinary path ----
@@ -182,13 +175,16 @@ def test_a_killed_staging_resumes_and_keeps_every_file_finished_before_the_kill(
     entry_dir = layout.entry_dir(entry_name_for(manifest))
     finished = [path for path in files if path not in (SHARD_2, "pytorch_model.bin")]
     try:
-        wait_until(hub.stalled.is_set)
+        wait_until(hub.stalled.is_set, 60, 0.05, message="the download never reached the stall")
         wait_until(
             lambda: all(
                 (entry_dir / path).is_file()
                 and (entry_dir / path).stat().st_size == len(files[path])
                 for path in finished
-            )
+            ),
+            60,
+            0.05,
+            message="the files before the stalled one never completed",
         )
     finally:
         child.send_signal(signal.SIGKILL)
@@ -216,7 +212,7 @@ def test_two_stagings_of_the_same_model_download_each_file_once(hub: LocalHub, t
     hub.faults.stall_after[f"{REPO}/{SHARD_1}"] = 1024
     config = config_for(tmp_path, hub)
     children = [run_child(REPO, config) for _ in range(2)]
-    wait_until(hub.stalled.is_set)
+    wait_until(hub.stalled.is_set, 60, 0.05, message="the download never reached the stall")
     time.sleep(1.0)  # let the second process reach the entry lock
     hub.release.set()
     outputs = [child.communicate(timeout=120) for child in children]
@@ -303,7 +299,12 @@ def test_two_processes_racing_for_the_last_space_cannot_both_download(
         children = {
             name: run_child(name, config, node="node-a") for name in ("acme/first", "acme/second")
         }
-        wait_until(lambda: any(child.poll() is not None for child in children.values()))
+        wait_until(
+            lambda: any(child.poll() is not None for child in children.values()),
+            60,
+            0.05,
+            message="neither staging gave up for lack of space",
+        )
         hub.release.set()
         results = {
             name: (child.communicate(timeout=120), child.returncode)

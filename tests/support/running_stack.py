@@ -7,11 +7,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+
+# Re-exported for tests/faults, which import it from here; new code imports tests.support.waiting.
 
 SWITCHYARD = str(Path(sys.executable).with_name("switchyard"))
 
@@ -131,13 +132,3 @@ class RunningStack:
             except psutil.NoSuchProcess:
                 continue
         raise LookupError(f"no EngineCore process for {model}")
-
-
-def wait_until(predicate: object, timeout_s: float, interval_s: float = 1.0) -> bool:
-    assert callable(predicate)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval_s)
-    return False

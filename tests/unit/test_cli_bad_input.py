@@ -33,7 +33,7 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SWITCHYARD_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr("switchyard.commands.up._has_gpu", lambda: False)
+    monkeypatch.setattr("cluster.node_probe.gpu_presence.has_nvidia_gpu", lambda: False)
     monkeypatch.setattr("switchyard.stack.Stack", _tripwire)
     monkeypatch.setattr("switchyard.fleet_client.resolve_address", _tripwire)
     monkeypatch.setattr("cluster.staging.fetch_manifest", _tripwire)

@@ -9,11 +9,11 @@ fleet manager's. The real swap is exercised by tests/integration/test_bench_swee
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import httpx
 import pytest
 
+from domain.operation import OperationEvent, OperationKind, OperationResult, Outcome
 from switchyard.bench.client import Endpoint
 from switchyard.bench.during_swap import EventSink, SwapCall, SwapLoadPlan, run_during_swap
 from switchyard.bench.request_record import RequestRecord
@@ -26,22 +26,22 @@ HOLD_S = 0.4
 class Seen:
     def __init__(self) -> None:
         self.records: list[RequestRecord] = []
-        self.events: list[dict[str, Any]] = []
+        self.events: list[OperationEvent] = []
 
     def request_done(self, record: RequestRecord) -> None:
         self.records.append(record)
 
-    def swap_event(self, event: dict[str, Any]) -> None:
+    def swap_event(self, event: OperationEvent) -> None:
         self.events.append(event)
 
 
 def _swap_of(server: FakeServer) -> SwapCall:
-    def swap(on_event: EventSink) -> dict[str, Any]:
-        events: list[dict[str, Any]] = []
+    def swap(on_event: EventSink) -> OperationResult:
+        events: list[OperationEvent] = []
 
         def phase(name: str, started: float) -> None:
             ended = time.time()
-            event = {"at": ended, "phase": name, "message": name, "seconds": ended - started}
+            event = OperationEvent(at=ended, phase=name, message=name, seconds=ended - started)
             events.append(event)
             on_event(event)
 
@@ -53,13 +53,14 @@ def _swap_of(server: FakeServer) -> SwapCall:
         server.model = "new"
         server.held = False
         phase("switching", started)
-        return {
-            "op_id": "op1",
-            "outcome": "done",
-            "message": "old replaced by new",
-            "phase_seconds": {e["phase"]: e["seconds"] for e in events},
-            "events": events,
-        }
+        return OperationResult(
+            op_id="op1",
+            kind=OperationKind.SWAP,
+            outcome=Outcome.DONE,
+            message="old replaced by new",
+            phase_seconds={e.phase: e.seconds or 0.0 for e in events},
+            events=events,
+        )
 
     return swap
 
@@ -93,7 +94,7 @@ async def test_the_hold_shows_as_held_requests_answered_by_new_and_nothing_fails
     assert window.server_hold_s is not None and window.server_hold_s >= HOLD_S * 0.9
     # Every record reached the observer, and the manager's events too.
     assert len(seen.records) == len(result.load.records) == window.requests
-    assert [e["phase"] for e in seen.events] == ["draining", "switching"]
+    assert [e.phase for e in seen.events] == ["draining", "switching"]
     assert result.metrics.failed == 0 and result.metrics.output_tokens_per_s > 0
     assert server.max_in_flight <= 3
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import pytest
 
+from domain.operation import OperationEvent
 from switchyard.bench.request_record import RequestRecord, failed_record
 from switchyard.bench.swap_window import (
     Gap,
@@ -125,14 +126,22 @@ def test_longest_gap_needs_two_events_and_ignores_order() -> None:
 # The manager's events for a swap that began at Unix 1_000_102.0 (perf_counter 102.0, so the
 # wall offset is 1_000_000.0): a phase's closing event carries its duration and end time.
 EVENTS = [
-    {"at": 1_000_102.0, "phase": "preflight", "message": "admission", "seconds": None},
-    {"at": 1_000_102.5, "phase": "preflight", "message": "preflight took 0.5 s", "seconds": 0.5},
-    {"at": 1_000_102.5, "phase": "draining", "message": "holding", "seconds": None},
-    {"at": 1_000_103.5, "phase": "draining", "message": "draining took 1.0 s", "seconds": 1.0},
-    {"at": 1_000_104.5, "phase": "removing_old", "message": "took 1.0 s", "seconds": 1.0},
-    {"at": 1_000_109.5, "phase": "deploying_new", "message": "took 5.0 s", "seconds": 5.0},
-    {"at": 1_000_109.8, "phase": "switching", "message": "took 0.3 s", "seconds": 0.3},
-    {"at": 1_000_109.8, "phase": "", "message": "replaced", "seconds": None},
+    OperationEvent.model_validate(e)
+    for e in [
+        {"at": 1_000_102.0, "phase": "preflight", "message": "admission", "seconds": None},
+        {
+            "at": 1_000_102.5,
+            "phase": "preflight",
+            "message": "preflight took 0.5 s",
+            "seconds": 0.5,
+        },
+        {"at": 1_000_102.5, "phase": "draining", "message": "holding", "seconds": None},
+        {"at": 1_000_103.5, "phase": "draining", "message": "draining took 1.0 s", "seconds": 1.0},
+        {"at": 1_000_104.5, "phase": "removing_old", "message": "took 1.0 s", "seconds": 1.0},
+        {"at": 1_000_109.5, "phase": "deploying_new", "message": "took 5.0 s", "seconds": 5.0},
+        {"at": 1_000_109.8, "phase": "switching", "message": "took 0.3 s", "seconds": 0.3},
+        {"at": 1_000_109.8, "phase": "", "message": "replaced", "seconds": None},
+    ]
 ]
 
 

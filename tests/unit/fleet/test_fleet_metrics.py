@@ -5,35 +5,30 @@ accelerators per node from Ray's resource tables."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from cluster.fleet_manager import FleetManager, ManagerSettings
 from cluster.fleet_metrics import RecordingFleetMetrics, SwapSubject
 from cluster.fleet_sampler import accelerator_resource, node_usage
 from cluster.journal import Journal
+from cluster.operation_recorder import OperationRecorder
 from domain.deployment_config import AcceleratorConfig, ModelDeploymentConfig
-from domain.operation import OperationKind, Outcome, SwapPhase
+from domain.operation import OperationDetails, OperationKind, Outcome, SwapPhase
+from domain.operation_request import AddRequest
+from tests.support.memory_cluster import MemoryCluster
+from tests.unit.fleet.conftest import Fleet
 
 
-def manager(tmp_path: Path, metrics: RecordingFleetMetrics) -> FleetManager:
-    unused: Any = None  # these tests never reach Ray, Serve or the deployer
-    return FleetManager(
-        ManagerSettings(state_dir=tmp_path),
-        unused,
-        unused,
-        Journal(tmp_path / "manager"),
-        unused,
-        metrics=metrics,
-    )
+def recorder(
+    tmp_path: Path, metrics: RecordingFleetMetrics, kind: OperationKind, details: OperationDetails
+) -> OperationRecorder:
+    return OperationRecorder(Journal(tmp_path / "manager"), metrics, kind, details)
 
 
 def test_a_swap_reports_each_phase_with_both_models_and_its_outcome(tmp_path: Path) -> None:
     metrics = RecordingFleetMetrics()
-    op = manager(tmp_path, metrics)._begin(
-        OperationKind.SWAP, {"old": "kimi", "new": "minimax", "dry_run": False}
-    )
+    details = OperationDetails(old="kimi", new="minimax", dry_run=False)
+    op = recorder(tmp_path, metrics, OperationKind.SWAP, details)
     op.phase(SwapPhase.PREFLIGHT, "admission")
     op.phase(SwapPhase.DRAINING, "holding")
     op.end(Outcome.DONE, "replaced")
@@ -54,9 +49,8 @@ def test_a_swap_reports_each_phase_with_both_models_and_its_outcome(tmp_path: Pa
 
 def test_a_dry_run_swap_is_not_labelled_as_a_swap_of_two_models(tmp_path: Path) -> None:
     metrics = RecordingFleetMetrics()
-    op = manager(tmp_path, metrics)._begin(
-        OperationKind.SWAP, {"old": "kimi", "new": "minimax", "dry_run": True}
-    )
+    details = OperationDetails(old="kimi", new="minimax", dry_run=True)
+    op = recorder(tmp_path, metrics, OperationKind.SWAP, details)
     op.phase(SwapPhase.PREFLIGHT, "admission")
     op.end(Outcome.DONE, "dry run")
     assert metrics.started == [("swap", "preflight", None)]
@@ -65,18 +59,20 @@ def test_a_dry_run_swap_is_not_labelled_as_a_swap_of_two_models(tmp_path: Path) 
 
 def test_a_refused_change_counts_as_rejected(tmp_path: Path) -> None:
     metrics = RecordingFleetMetrics()
-    manager(tmp_path, metrics)._refusal(OperationKind.ADD, "another change is running")
+    fleet = Fleet(tmp_path / "state", MemoryCluster(tmp_path / "nodes"), metrics=metrics)
+    fleet.engine._lock.acquire()
+    fleet.engine.run(AddRequest(config=ModelDeploymentConfig(name="a", source="miniature:x")))
     assert metrics.operations == [("add", "rejected", 0.0, None)]
 
 
 def test_a_name_conflict_is_an_admission_rejection_with_its_reason(tmp_path: Path) -> None:
     metrics = RecordingFleetMetrics()
-    fleet = manager(tmp_path, metrics)
+    fleet = Fleet(tmp_path / "state", MemoryCluster(tmp_path / "nodes"), metrics=metrics)
     config = ModelDeploymentConfig(name="kimi", source="miniature:kimi-k2.5")
-    fleet._models["kimi"] = {"config": config.model_dump(mode="json"), "state": "ready"}
-    op = fleet._begin(OperationKind.ADD, {"name": "kimi"})
-    _, reasons = fleet._preflight(op, config, freed=None)
-    assert reasons
+    assert fleet.engine.run(AddRequest(config=config)).outcome is Outcome.DONE
+    metrics.admissions.clear()
+    again = fleet.engine.run(AddRequest(config=config))
+    assert again.outcome is Outcome.REJECTED
     assert metrics.admissions == [(False, ("name_conflict",))]
 
 

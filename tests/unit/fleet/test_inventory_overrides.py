@@ -223,7 +223,7 @@ def test_invalid_values_name_field_value_and_what_is_allowed(
 
 
 def test_the_stack_and_manager_configs_carry_the_section() -> None:
-    from cluster.fleet_manager import ManagerSettings
+    from cluster.manager_settings import ManagerSettings
 
     section = {"overrides": [{"node_ip": "10.0.0.5", "interconnect": "pcie"}]}
     stack = StackConfig.model_validate({"inventory": section})

@@ -8,7 +8,17 @@ from typing import Any
 
 import pytest
 
-from cluster.journal import JOURNAL_FILE, SNAPSHOT_FILE, Journal, write_atomic
+from cluster.atomic_file import atomic_write_text as write_atomic
+from cluster.journal import (
+    JOURNAL_FILE,
+    JOURNAL_FORMAT_VERSION,
+    SNAPSHOT_FILE,
+    Journal,
+    StateFormatError,
+    check_state_format,
+)
+from domain.deployment_config import ModelDeploymentConfig
+from domain.fleet_state import FLEET_FORMAT_VERSION, FleetState
 
 
 @pytest.fixture
@@ -28,27 +38,81 @@ def _end(op_id: str) -> dict[str, Any]:
     return {"op_id": op_id, "event": "end", "outcome": "done"}
 
 
+def _fleet(*names: str) -> FleetState:
+    state = FleetState()
+    for name in names:
+        config = ModelDeploymentConfig(name=name, source="miniature:llama", aliases=("x",))
+        state = state.with_model(config, 1)
+    return state
+
+
 class TestSnapshot:
     def test_missing_snapshot_is_an_empty_fleet(self, journal: Journal) -> None:
-        assert journal.load_snapshot() == {"models": {}, "aliases": {}}
+        assert journal.load_snapshot() == FleetState()
 
     def test_round_trip(self, journal: Journal) -> None:
-        snapshot = {
-            "models": {"qwen": {"name": "qwen", "layout": {"tp": 2}}},
-            "aliases": {"default": "qwen"},
-        }
+        snapshot = _fleet("qwen")
         journal.save_snapshot(snapshot)
         assert journal.load_snapshot() == snapshot
 
     def test_save_replaces_previous_snapshot(self, journal: Journal) -> None:
-        journal.save_snapshot({"models": {"a": {}}, "aliases": {}})
-        journal.save_snapshot({"models": {"b": {}}, "aliases": {"x": "b"}})
-        assert journal.load_snapshot() == {"models": {"b": {}}, "aliases": {"x": "b"}}
+        journal.save_snapshot(_fleet("a"))
+        journal.save_snapshot(_fleet("b"))
+        assert journal.load_snapshot() == _fleet("b")
 
-    def test_snapshot_is_written_in_the_state_dir(self, tmp_path: Path) -> None:
+    def test_snapshot_is_written_in_the_state_dir_with_its_format(self, tmp_path: Path) -> None:
         state = tmp_path / "deep" / "state"
-        Journal(state).save_snapshot({"models": {}, "aliases": {}})
-        assert json.loads((state / SNAPSHOT_FILE).read_text()) == {"models": {}, "aliases": {}}
+        Journal(state).save_snapshot(FleetState())
+        written = json.loads((state / SNAPSHOT_FILE).read_text())
+        assert written["format_version"] == FLEET_FORMAT_VERSION == 2
+        assert written["models"] == {} and written["aliases"] == {}
+
+
+class TestFormat:
+    """State on disk carries a format version; another format is refused in one line."""
+
+    def test_a_new_journal_starts_with_its_format_line(self, journal: Journal) -> None:
+        journal.append(_start("op1"))
+        first = json.loads(journal.journal_path.read_text().splitlines()[0])
+        assert first == {"event": "format", "format_version": JOURNAL_FORMAT_VERSION}
+        assert journal.entries() == [_start("op1")]
+
+    def test_a_format1_fleet_snapshot_is_refused_saying_what_to_do(self, tmp_path: Path) -> None:
+        (tmp_path / SNAPSHOT_FILE).write_text(json.dumps({"models": {}, "aliases": {}}))
+        with pytest.raises(StateFormatError) as error:
+            Journal(tmp_path)
+        message = str(error.value)
+        assert "\n" not in message
+        assert "format 1" in message and "switchyard down" in message
+        with pytest.raises(StateFormatError):
+            check_state_format(tmp_path)
+
+    def test_a_format1_journal_of_finished_operations_is_moved_aside(self, tmp_path: Path) -> None:
+        old = [_start("op1"), _end("op1")]
+        (tmp_path / JOURNAL_FILE).write_text("".join(json.dumps(e) + "\n" for e in old))
+        journal = Journal(tmp_path)
+        assert journal.entries() == []
+        assert (tmp_path / "journal.format1.jsonl").read_text().count("\n") == 2
+        journal.append(_start("op2"))
+        assert journal.unfinished() is not None
+
+    def test_a_format1_journal_with_an_unfinished_operation_is_refused(
+        self, tmp_path: Path
+    ) -> None:
+        (tmp_path / JOURNAL_FILE).write_text(json.dumps(_start("op1")) + "\n")
+        with pytest.raises(StateFormatError, match="interrupted under journal format 1"):
+            Journal(tmp_path)
+        assert (tmp_path / JOURNAL_FILE).exists(), "nothing is moved or lost"
+
+    def test_a_newer_journal_format_is_refused(self, tmp_path: Path) -> None:
+        (tmp_path / JOURNAL_FILE).write_text('{"event": "format", "format_version": 9}\n')
+        with pytest.raises(StateFormatError, match="journal format 9"):
+            Journal(tmp_path)
+
+    def test_a_corrupt_snapshot_is_refused(self, tmp_path: Path) -> None:
+        (tmp_path / SNAPSHOT_FILE).write_text("{not json")
+        with pytest.raises(StateFormatError, match="cannot be read"):
+            Journal(tmp_path)
 
 
 class TestWriteAtomic:
@@ -71,8 +135,8 @@ class TestWriteAtomic:
 
     def test_save_snapshot_leaves_no_temp_files(self, tmp_path: Path) -> None:
         journal = Journal(tmp_path)
-        journal.save_snapshot({"models": {}, "aliases": {}})
-        journal.save_snapshot({"models": {"m": {}}, "aliases": {}})
+        journal.save_snapshot(FleetState())
+        journal.save_snapshot(_fleet("m"))
         assert sorted(p.name for p in tmp_path.iterdir()) == [SNAPSHOT_FILE]
 
 
@@ -94,7 +158,7 @@ class TestEntries:
         journal.append(_start("op1"))
         journal.append(_end("op1"))
         lines = journal.journal_path.read_text().splitlines()
-        assert [json.loads(line)["event"] for line in lines] == ["start", "end"]
+        assert [json.loads(line)["event"] for line in lines] == ["format", "start", "end"]
 
     def test_blank_lines_are_skipped(self, journal: Journal) -> None:
         journal.journal_path.write_text(

@@ -1,4 +1,4 @@
-"""ManagerSettings validation and the layout text the journal records (no FleetManager)."""
+"""ManagerSettings validation (no engine)."""
 
 from __future__ import annotations
 
@@ -8,40 +8,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from cluster.fleet_manager import ManagerSettings, _layout_from_text
-from domain.deployment_config import AcceleratorConfig, LayoutConfig
-
-
-class TestLayoutFromText:
-    @pytest.mark.parametrize(
-        ("text", "expected"),
-        [
-            ("TP4xPP1xDP2+EP", {"tp": 4, "pp": 1, "dp": 2, "ep": True}),
-            ("TP1xPP1xDP1", {"tp": 1, "pp": 1, "dp": 1, "ep": False}),
-            ("TP8xPP2xDP1", {"tp": 8, "pp": 2, "dp": 1, "ep": False}),
-            ("TP16xPP12xDP32+EP", {"tp": 16, "pp": 12, "dp": 32, "ep": True}),
-        ],
-    )
-    def test_parses(self, text: str, expected: dict[str, Any]) -> None:
-        assert _layout_from_text(text) == expected
-
-    @pytest.mark.parametrize(
-        "text",
-        ["", "TP4", "tp4xpp1xdp2", "TP4xPP1xDP2+ep", "TP4xPP1xDP2 ", "xTP4xPP1xDP2", "TPaxPP1xDP1"],
-    )
-    def test_unrecognised_text_gives_empty_dict(self, text: str) -> None:
-        assert _layout_from_text(text) == {}
-
-    @pytest.mark.parametrize(
-        "layout",
-        [
-            LayoutConfig(),
-            LayoutConfig(tp=4, pp=1, dp=2),
-            LayoutConfig(tp=2, pp=3, dp=1, ep=True),
-        ],
-    )
-    def test_round_trips_layout_config_str(self, layout: LayoutConfig) -> None:
-        assert LayoutConfig(**_layout_from_text(str(layout))) == layout
+from cluster.manager_settings import ManagerSettings
+from domain.deployment_config import AcceleratorConfig
 
 
 class TestManagerSettings:

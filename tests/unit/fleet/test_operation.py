@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+from domain.exit_codes import ExitCode
 from domain.operation import (
+    SCHEMA_VERSION,
+    OperationDetails,
     OperationEvent,
     OperationKind,
     OperationResult,
@@ -39,15 +42,15 @@ def test_enums_are_strings() -> None:
     assert f"{Outcome.ROLLED_BACK}" == "rolled_back"
 
 
-def test_event_to_json() -> None:
+def test_event_json() -> None:
     event = OperationEvent(at=12.5, phase="draining", message="waiting", seconds=1.25)
-    assert event.to_json() == {
+    assert event.model_dump(mode="json") == {
         "at": 12.5,
         "phase": "draining",
         "message": "waiting",
         "seconds": 1.25,
     }
-    assert OperationEvent(at=1.0, phase="p", message="m").to_json()["seconds"] is None
+    assert OperationEvent(at=1.0, phase="p", message="m").model_dump()["seconds"] is None
 
 
 def test_result_to_json_shape() -> None:
@@ -61,10 +64,11 @@ def test_result_to_json_shape() -> None:
             OperationEvent(at=2.0, phase="rolling_back", message="restoring"),
         ],
         phase_seconds={"preflight": 0.5, "rolling_back": 3.0},
-        details={"old": "a", "new": "b"},
+        details=OperationDetails(old="a", new="b"),
     )
-    out = result.to_json()
+    out = result.model_dump(mode="json")
     assert set(out) == {
+        "schema_version",
         "op_id",
         "kind",
         "outcome",
@@ -73,6 +77,7 @@ def test_result_to_json_shape() -> None:
         "events",
         "details",
     }
+    assert out["schema_version"] == SCHEMA_VERSION == 1
     assert out["op_id"] == "abc123"
     assert out["kind"] == "swap"
     assert out["outcome"] == "rolled_back"
@@ -85,8 +90,9 @@ def test_result_to_json_shape() -> None:
         {"at": 1.0, "phase": "preflight", "message": "admitted", "seconds": 0.5},
         {"at": 2.0, "phase": "rolling_back", "message": "restoring", "seconds": None},
     ]
-    # The result travels over Ray and HTTP as JSON.
+    # The result travels as JSON (`--json`, job logs) and back.
     assert json.loads(json.dumps(out)) == out
+    assert OperationResult.model_validate(out) == result
 
 
 def test_result_defaults_are_empty_and_not_shared() -> None:
@@ -94,7 +100,18 @@ def test_result_defaults_are_empty_and_not_shared() -> None:
     b = OperationResult(op_id="2", kind=OperationKind.ADD, outcome=Outcome.DONE, message="ok")
     a.events.append(OperationEvent(at=0.0, phase="x", message="y"))
     a.phase_seconds["x"] = 1.0
-    a.details["k"] = "v"
-    assert b.to_json()["events"] == []
-    assert b.to_json()["phase_seconds"] == {}
-    assert b.to_json()["details"] == {}
+    a.details.name = "k"
+    assert b.events == []
+    assert b.phase_seconds == {}
+    assert b.model_dump(mode="json")["details"] == {}
+
+
+def test_only_the_outcome_done_exits_0() -> None:
+    assert Outcome.DONE.exit_code == ExitCode.OK
+    for outcome in (Outcome.REJECTED, Outcome.ROLLED_BACK, Outcome.FAILED):
+        assert outcome.exit_code == ExitCode.REJECTED
+
+
+def test_details_carry_only_what_an_operation_set() -> None:
+    details = OperationDetails(name="kimi", dry_run=False)
+    assert details.model_dump(mode="json") == {"name": "kimi", "dry_run": False}

@@ -13,8 +13,8 @@ from cluster.node_probe.policy_inventory import policy_inventory, profile_for
 from cluster.node_probe.records import GpuFactSource, NodeFacts
 from domain.deployment_config import AcceleratorConfig
 from policies.admission import AdmissionRequest, admit
+from policies.hf_config import load_model_spec
 from policies.inventory import Interconnect, gpu_profile
-from policies.model_spec import load_model_spec
 from tests.unit.fleet.test_inventory_overrides import cpu_probe, gpu_probe
 
 GIB = 2**30

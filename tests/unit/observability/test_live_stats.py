@@ -126,8 +126,8 @@ def test_status_samples_the_agents_when_no_prometheus_is_known(tmp_path: Path) -
             json.dumps([{"targets": [server.url.removeprefix("http://")]}])
         )
         report = live_metrics(tmp_path, None, window_s=0.05)
-    assert report["source"] == "ray-metrics-agents"
-    assert report["models"] == [
+    assert report.source == "ray-metrics-agents"
+    assert [m.model_dump() for m in report.models] == [
         {
             "model": "m",
             "generated_tok_s": 0.0,
@@ -167,4 +167,4 @@ def test_a_recorded_prometheus_that_stopped_falls_back_to_nothing_without_agents
     (tmp_path / "prometheus").mkdir()
     (tmp_path / "prometheus" / "url").write_text("http://127.0.0.1:1\n")
     report = live_metrics(tmp_path, None, window_s=0)
-    assert (report["source"], report["models"]) == (None, [])
+    assert (report.source, report.models) == (None, [])

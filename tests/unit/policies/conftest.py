@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from policies.model_spec import ModelSpec, parse_hf_config
+from policies.hf_config import parse_hf_config
+from policies.model_spec import ModelSpec
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -9,14 +9,8 @@ from pathlib import Path
 import pytest
 
 from policies.errors import InvalidConfig, UnsupportedModel
-from policies.model_spec import (
-    SUPPORTED_ARCHITECTURES,
-    AttentionKind,
-    ModelFamily,
-    ModelSpec,
-    load_model_spec,
-    parse_hf_config,
-)
+from policies.hf_config import SUPPORTED_ARCHITECTURES, load_model_spec, parse_hf_config
+from policies.model_spec import AttentionKind, ModelFamily, ModelSpec
 from policies.module_groups import ModuleGroup
 from policies.parameters import parameter_counts
 from policies.quantization import QuantFormat

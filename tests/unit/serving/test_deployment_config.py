@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from domain.app_name import AppName
 from domain.deployment_config import (
     LayoutConfig,
     ModelDeploymentConfig,
@@ -33,15 +34,34 @@ def test_defaults_are_one_gpu_one_replica() -> None:
 
 
 def test_app_and_deployment_names_follow_ray_serve_llm() -> None:
-    config = _config(name="llama")
-    assert config.app_name == "model-llama"
-    assert config.deployment_name == "model-llama:llama"
+    app = AppName("llama", 1)
+    assert app.app == "model-llama-g1"
+    assert app.deployment == "model-llama-g1:llama"
 
 
 def test_deployment_name_sanitises_dots_to_underscores() -> None:
-    config = _config(name="qwen2.5-7b.v1")
-    assert config.app_name == "model-qwen2.5-7b.v1"
-    assert config.deployment_name == "model-qwen2.5-7b.v1:qwen2_5-7b_v1"
+    app = AppName("qwen2.5-7b.v1", 3)
+    assert app.app == "model-qwen2.5-7b.v1-g3"
+    assert app.deployment == "model-qwen2.5-7b.v1-g3:qwen2_5-7b_v1"
+
+
+@pytest.mark.parametrize("name", ["llama", "x-g2", "qwen2.5-7b.v1", "a" * 64])
+@pytest.mark.parametrize("generation", [1, 2, 10, 123])
+def test_an_app_name_parses_back_to_its_model_and_generation(name: str, generation: int) -> None:
+    app = AppName(name, generation)
+    assert AppName.parse(app.app) == app
+
+
+@pytest.mark.parametrize(
+    "app", ["switchyard-gateway", "model-llama", "model-llama-g0", "model-llama-g", "model--g1"]
+)
+def test_other_apps_are_not_model_generations(app: str) -> None:
+    assert AppName.parse(app) is None
+
+
+def test_generations_start_at_one() -> None:
+    with pytest.raises(ValueError, match="generation=0"):
+        AppName("llama", 0)
 
 
 @pytest.mark.parametrize(

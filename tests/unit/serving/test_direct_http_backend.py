@@ -25,7 +25,7 @@ from serve_apps.direct_http_backend import (
     split_at_error_event,
 )
 from serve_apps.engine_endpoint import EngineEndpoint
-from serve_apps.gateway import _error_of
+from serve_apps.gateway_errors import model_server_error
 from serve_apps.model_backend import Method
 from serve_apps.routing_table import ModelRoute
 
@@ -179,7 +179,7 @@ async def test_an_engine_error_answer_becomes_the_gateway_error_with_its_status(
     _, listener = engine
     backend, _ = backend_with(endpoint_at(listener.url))
     (item,) = await collect(backend, {"model": "m", "prompt": "bad"})
-    error = _error_of(item, retry_after_s=5)
+    error = model_server_error(item, retry_after_s=5)
     assert error is not None
     assert (error.status, error.param) == (400, "prompt")
     assert "too long" in str(error.body())
@@ -191,7 +191,7 @@ async def test_a_dead_engines_error_event_before_any_token_becomes_a_503_and_is_
     _, listener = engine
     backend, fallback = backend_with(endpoint_at(listener.url))
     (item,) = await collect(backend, {"model": "m", "prompt": "dead", "stream": True})
-    error = _error_of(item, retry_after_s=5)
+    error = model_server_error(item, retry_after_s=5)
     assert error is not None
     assert (error.status, error.retry_after_s) == (503, 5)
     assert "EngineCore" in str(error.body())
@@ -208,7 +208,7 @@ async def test_an_error_event_after_tokens_ends_the_stream_after_those_tokens(
     items = await collect(backend, {"model": "m", "prompt": "dies-later", "stream": True})
     assert items[0] == 'data: {"choices":[{"text":"a"}]}\n\n'
     assert len(items) == 2
-    error = _error_of(items[1], retry_after_s=5)
+    error = model_server_error(items[1], retry_after_s=5)
     assert error is not None and error.status == 503
 
 

@@ -20,6 +20,7 @@ from serve_apps.model_backend import Method
 from serve_apps.replica_health import ReplicaHealthView
 from serve_apps.route_view import RouteView
 from serve_apps.routing_table import ModelRoute, RoutingTable
+from tests.support.waiting import wait_until_async
 
 pytestmark = pytest.mark.anyio
 
@@ -176,20 +177,14 @@ async def serving(
     gateway.start()
     try:
         assert await routes.wait_loaded(2.0)
-        await wait_until(lambda: all(replicas.running(a) == n for a, n in health.running.items()))
+        await wait_until_async(
+            lambda: all(replicas.running(a) == n for a, n in health.running.items())
+        )
         transport = httpx.ASGITransport(app=gateway.app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
             yield Harness(gateway, client, registry, routes, backend)
     finally:
         await gateway.stop()
-
-
-async def wait_until(condition: Callable[[], bool], timeout_s: float = 2.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while not condition():
-        assert loop.time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.001)
 
 
 def error_of(response: httpx.Response) -> dict[str, Any]:
@@ -399,7 +394,7 @@ async def test_health_older_than_the_last_routing_change_does_not_refuse_a_ready
     async with serving(running={"model-a": 0}, health_poll_s=60) as h:
         assert (await h.chat(CHAT)).status_code == 503
         h.registry.publish(table_of(route("a"), version=2))
-        await wait_until(lambda: h.routes.table.version == 2)
+        await wait_until_async(lambda: h.routes.table.version == 2)
         assert (await h.chat(CHAT)).status_code == 200
 
 
@@ -566,12 +561,12 @@ async def test_a_held_alias_waits_and_is_forwarded_to_the_new_model() -> None:
     before, after = swap_tables()
     async with serving(before) as h:
         request = asyncio.create_task(h.chat({**CHAT, "model": "default"}))
-        await wait_until(lambda: h.gateway._held == 1)
+        await wait_until_async(lambda: h.gateway.held == 1)
         assert not request.done()
         assert h.backend.calls == []
         h.registry.publish(after)
         response = await request
-        assert h.gateway._held == 0
+        assert h.gateway.held == 0
     assert response.status_code == 200, response.text
     ((sent_route, _, parsed),) = h.backend.calls
     assert sent_route.name == "b"
@@ -583,9 +578,9 @@ async def test_a_table_change_that_keeps_the_hold_keeps_waiting() -> None:
     still_held = table_of(route("a"), aliases={"default": "a"}, held={"default"}, version=5)
     async with serving(before) as h:
         request = asyncio.create_task(h.chat({**CHAT, "model": "default"}))
-        await wait_until(lambda: h.gateway._held == 1)
+        await wait_until_async(lambda: h.gateway.held == 1)
         h.registry.publish(still_held)
-        await wait_until(lambda: h.routes.table.version == 5)
+        await wait_until_async(lambda: h.routes.table.version == 5)
         await asyncio.sleep(0.02)
         assert not request.done()
         h.registry.publish(after)
@@ -619,7 +614,7 @@ async def test_a_hold_released_onto_a_loading_model_gets_503() -> None:
     )
     async with serving(before) as h:
         request = asyncio.create_task(h.chat({**CHAT, "model": "default"}))
-        await wait_until(lambda: h.gateway._held == 1)
+        await wait_until_async(lambda: h.gateway.held == 1)
         h.registry.publish(loading)
         response = await request
     assert "'b' is loading" in assert_unavailable(response)["message"]
@@ -644,7 +639,7 @@ async def test_in_flight_counts_a_stream_until_it_ends() -> None:
 
     async with serving(script=slow) as h:
         request = asyncio.create_task(h.chat({**CHAT, "stream": True}))
-        await wait_until(lambda: h.gateway.in_flight["a"] == 1)
+        await wait_until_async(lambda: h.gateway.in_flight["a"] == 1)
         release.set()
         response = await request
         assert response.status_code == 200

@@ -24,6 +24,7 @@ from serve_apps.gateway_settings import GatewaySettings
 from serve_apps.replica_health import ReplicaHealthView
 from serve_apps.route_view import RouteView
 from serve_apps.routing_table import RoutingTable
+from tests.support.waiting import wait_until_async
 from tests.unit.serving.test_gateway import (
     CHAT,
     FakeBackend,
@@ -35,7 +36,6 @@ from tests.unit.serving.test_gateway import (
     route,
     swap_tables,
     table_of,
-    wait_until,
     yields,
 )
 
@@ -167,10 +167,10 @@ async def test_in_flight_requests_are_reported_per_model() -> None:
 
     async with metered(script=slow) as m:
         request = asyncio.create_task(m.client.post("/v1/chat/completions", json=CHAT))
-        await wait_until(lambda: m.metrics.in_flight_now == {"a": 1})
+        await wait_until_async(lambda: m.metrics.in_flight_now == {"a": 1})
         gate.set()
         await request
-        await wait_until(lambda: m.metrics.in_flight_now == {})
+        await wait_until_async(lambda: m.metrics.in_flight_now == {})
 
 
 async def test_a_held_request_is_counted_while_held_and_its_wait_recorded_once_released() -> None:
@@ -179,10 +179,10 @@ async def test_a_held_request_is_counted_while_held_and_its_wait_recorded_once_r
         request = asyncio.create_task(
             m.client.post("/v1/chat/completions", json={**CHAT, "model": "default"})
         )
-        await wait_until(lambda: m.metrics.held_now == {"default": 1})
+        await wait_until_async(lambda: m.metrics.held_now == {"default": 1})
         m.registry.publish(after)
         assert (await request).status_code == 200
-        await wait_until(lambda: m.metrics.held_now == {})
+        await wait_until_async(lambda: m.metrics.held_now == {})
     ((alias, outcome, seconds),) = m.metrics.holds
     assert (alias, outcome) == ("default", HoldOutcome.RELEASED)
     assert seconds >= 0

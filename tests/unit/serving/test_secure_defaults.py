@@ -24,7 +24,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in ("SWITCHYARD_API_KEY", "RAY_ADDRESS", "RAY_AUTH_MODE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SWITCHYARD_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(up, "_has_gpu", lambda: False)
+    monkeypatch.setattr("cluster.node_probe.gpu_presence.has_nvidia_gpu", lambda: False)
 
 
 def _config(**fields: Any) -> StackConfig:

@@ -18,7 +18,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setenv("SWITCHYARD_HOME", str(tmp_path / "home"))
     # `--accelerator auto` asks nvidia-smi; these tests decide the answer.
-    monkeypatch.setattr(up, "_has_gpu", lambda: False)
+    monkeypatch.setattr("cluster.node_probe.gpu_presence.has_nvidia_gpu", lambda: False)
 
 
 def _config(*flags: str) -> StackConfig:
@@ -54,7 +54,7 @@ def test_no_flags_serve_the_kimi_miniature_as_default_on_loopback(tmp_path: Path
 def test_auto_accelerator_follows_gpu_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _config().accelerator == "cpu"
     assert _config().models[0].accelerator.kind == "cpu"
-    monkeypatch.setattr(up, "_has_gpu", lambda: True)
+    monkeypatch.setattr("cluster.node_probe.gpu_presence.has_nvidia_gpu", lambda: True)
     assert _config().accelerator == "gpu"
     assert _config().models[0].accelerator.kind == "gpu"
 
@@ -63,7 +63,7 @@ def test_an_explicit_accelerator_skips_detection(monkeypatch: pytest.MonkeyPatch
     def no_probe() -> bool:
         raise AssertionError("nvidia-smi should not be asked")
 
-    monkeypatch.setattr(up, "_has_gpu", no_probe)
+    monkeypatch.setattr("cluster.node_probe.gpu_presence.has_nvidia_gpu", no_probe)
     assert _config("--accelerator", "gpu").models[0].accelerator.kind == "gpu"
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
+
+from filelock import FileLock
 
 from cluster.staging.cache_entries import entry_state, list_entries
 from cluster.staging.entry_metadata import write_staged_marker
-from cluster.staging.file_lock import exclusive_lock, try_shared_lock
 from cluster.staging.layout import CacheLayout
 from cluster.staging.states import EntryState
 
@@ -47,7 +50,7 @@ def test_a_marker_written_for_another_manifest_does_not_vouch(tmp_path: Path):
 def test_an_entry_whose_lock_is_held_is_staging(tmp_path: Path):
     layout = CacheLayout(tmp_path)
     name = make_entry(layout, "org/m", {"w.safetensors": 10}, staged=False)
-    with exclusive_lock(layout.entry_lock(name)):
+    with FileLock(layout.entry_lock(name)):
         assert entry_state(layout, name) is EntryState.STAGING
 
 
@@ -65,6 +68,32 @@ def test_listing_reports_size_expected_size_source_and_last_use(tmp_path: Path):
 def test_listing_while_another_process_lists_still_sees_the_entry_staged(tmp_path: Path):
     layout = CacheLayout(tmp_path)
     name = make_entry(layout, "org/m", {"w.safetensors": 10})
-    with try_shared_lock(layout.entry_lock(name)) as taken:
-        assert taken
-        assert entry_state(layout, name) is EntryState.STAGED
+    held = threading.Event()
+
+    def list_briefly() -> None:
+        with FileLock(layout.entry_lock(name)):
+            held.set()
+            time.sleep(0.05)  # longer than a listing holds the lock, far shorter than a staging
+
+    lister = threading.Thread(target=list_briefly)
+    lister.start()
+    assert held.wait(5)
+    assert entry_state(layout, name) is EntryState.STAGED
+    lister.join()
+
+
+def test_many_listings_at_once_never_see_a_staged_entry_as_staging(tmp_path: Path):
+    layout = CacheLayout(tmp_path)
+    name = make_entry(layout, "org/m", {"w.safetensors": 10})
+    states: list[EntryState] = []
+
+    def list_repeatedly() -> None:
+        for _ in range(20):
+            states.append(entry_state(layout, name))
+
+    listers = [threading.Thread(target=list_repeatedly) for _ in range(4)]
+    for lister in listers:
+        lister.start()
+    for lister in listers:
+        lister.join()
+    assert set(states) == {EntryState.STAGED}

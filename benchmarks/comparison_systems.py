@@ -1,0 +1,269 @@
+"""The systems `serving_comparison.py` compares: how each is started, loaded and stopped.
+
+Each runner starts its system on free local ports, waits until it answers, runs the same
+sweep against it and stops it (with every process it spawned) before the next one starts,
+so two engines never share the machine. It returns the system's result record: start-up
+seconds and the metrics of each concurrency level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from cpu_accounting import (
+    Scope,
+    cpu_by_role,
+    cpu_seconds,
+    group_scope,
+    own_cpu_seconds,
+    ray_session_scope,
+)
+
+from switchyard.bench.client import Endpoint
+from switchyard.bench.metrics import LevelMetrics
+from switchyard.bench.prompts import Prompt
+from switchyard.bench.request_record import RequestRecord
+from switchyard.bench.sweep import SweepPlan, run_sweep
+
+BENCH_DIR = Path(__file__).resolve().parent
+SYSTEMS = ("direct", "vllm-server", "ray-serve-llm", "switchyard")
+LABELS = {
+    "direct": "vLLM AsyncLLM in-process (ceiling)",
+    "vllm-server": "vLLM OpenAI server",
+    "ray-serve-llm": "Ray Serve LLM build_openai_app",
+    "switchyard": "Switchyard gateway",
+}
+ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
+@dataclass(frozen=True)
+class Run:
+    """What every system's runner needs."""
+
+    args: argparse.Namespace
+    model_dir: Path
+    name: str
+    prompts: tuple[Prompt, ...]
+    workdir: Path
+
+    def plan(self, base_url: str, model: str) -> SweepPlan:
+        warm = self.args.num_warmups
+        return SweepPlan(
+            endpoint=Endpoint(base_url, model),
+            prompts=self.prompts[warm:],
+            warmup_prompts=self.prompts[:warm],
+            output_len=self.args.output_len,
+            concurrency=self.args.concurrency,
+            request_rate_per_s=None,
+        )
+
+
+class PrintProgress:
+    """A plain-line SweepObserver: the script usually runs in the background into a log.
+    With a `scope`, it also records each level's CPU seconds per process role."""
+
+    def __init__(self, system: str, scope: Scope | None = None) -> None:
+        self._system = system
+        self._scope = scope
+        self._before: dict[int, tuple[str, float]] = {}
+        self._own_before = 0.0
+        self.cpu_by_level: dict[int, dict[str, float]] = {}
+
+    def level_started(self, label: str, total: int) -> None:
+        print(f"{self._system}: {label} ({total} requests) ...", flush=True)
+        if self._scope is not None:
+            self._before = cpu_seconds(self._scope)
+            self._own_before = own_cpu_seconds()
+
+    def request_done(self, record: RequestRecord) -> None:
+        return None
+
+    def level_finished(self, metrics: LevelMetrics | None) -> None:
+        if metrics is not None and self._scope is not None:
+            used = cpu_by_role(self._before, cpu_seconds(self._scope))
+            used["load generator (bench client)"] = round(own_cpu_seconds() - self._own_before, 2)
+            self.cpu_by_level[metrics.concurrency] = used
+        if metrics is not None:
+            ttft = metrics.ttft.p50_ms if metrics.ttft else float("nan")
+            print(
+                f"{self._system}: concurrency {metrics.concurrency}: "
+                f"{metrics.output_tokens_per_s:,.1f} tok/s, TTFT p50 {ttft:,.1f} ms, "
+                f"{metrics.failed} failed",
+                flush=True,
+            )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes] | None, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode} before it was ready")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=5).status_code == 200:
+                return
+        time.sleep(2)
+    raise TimeoutError(f"{url} was not ready after {timeout_s:.0f} s")
+
+
+@contextlib.contextmanager
+def process_group(command: list[str], log: Path, env: dict[str, str]) -> Iterator[Any]:
+    """Run `command` in its own process group and stop that whole group afterwards."""
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            command, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        try:
+            yield proc
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=30)
+            # Engine-core children share the group; make sure none outlives the server.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def engine_env() -> dict[str, str]:
+    return {**os.environ, **ENGINE_ENV, "HF_HUB_OFFLINE": "1"}
+
+
+def sweep_http(
+    run: Run, system: str, base_url: str, model: str, scope: Scope
+) -> list[dict[str, Any]]:
+    progress = PrintProgress(system, scope if run.args.cpu_breakdown else None)
+    results = asyncio.run(run_sweep(run.plan(base_url, model), progress))
+    levels = []
+    for result in results:
+        level = result.metrics.to_json()
+        if result.metrics.concurrency in progress.cpu_by_level:
+            level["cpu_s_by_role"] = progress.cpu_by_level[result.metrics.concurrency]
+        levels.append(level)
+    return levels
+
+
+def run_direct(run: Run) -> dict[str, Any]:
+    out = run.workdir / "direct.json"
+    command = [
+        sys.executable, str(BENCH_DIR / "direct_engine.py"),
+        "--model-dir", str(run.model_dir), "--name", run.name,
+        "--prompts", str(run.workdir / "prompts.json"),
+        "--output-len", str(run.args.output_len),
+        "--concurrency", ",".join(map(str, run.args.concurrency)),
+        "--num-warmups", str(run.args.num_warmups), "--out", str(out),
+    ]  # fmt: skip
+    with process_group(command, run.workdir / "direct.log", engine_env()) as proc:
+        proc.wait(timeout=run.args.system_timeout_s)
+        if proc.returncode != 0:
+            raise RuntimeError(f"direct_engine.py exited {proc.returncode}; see direct.log")
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+def run_vllm_server(run: Run) -> dict[str, Any]:
+    port = free_port()
+    command = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
+        "--model", str(run.model_dir), "--served-model-name", run.name,
+        "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
+    ]  # fmt: skip
+    base = f"http://127.0.0.1:{port}/v1"
+    launched = time.perf_counter()
+    with process_group(command, run.workdir / "vllm-server.log", engine_env()) as proc:
+        wait_ready(f"{base}/models", proc, run.args.start_timeout_s)
+        start_s = time.perf_counter() - launched
+        levels = sweep_http(run, "vllm-server", base, run.name, group_scope(proc.pid))
+    return {"start_s": start_s, "levels": levels}
+
+
+def run_ray_serve_llm(run: Run) -> dict[str, Any]:
+    from cluster.ray_runtime import LocalHeadConfig, start_local_head, stop_local_head
+
+    state = run.workdir / "ray-serve-llm"
+    port = free_port()
+    # Ray's own defaults: the baseline is Ray Serve LLM as its users get it.
+    head = LocalHeadConfig(
+        port=free_port(), dashboard_port=free_port(), standin_slots=0, serve_tuning=False
+    )
+    launched = time.perf_counter()
+    connection = start_local_head(head, state)
+    try:
+        command = [
+            sys.executable, str(BENCH_DIR / "ray_serve_llm_app.py"),
+            "--address", connection.address, "--model-dir", str(run.model_dir),
+            "--name", run.name, "--port", str(port),
+        ]  # fmt: skip
+        with (run.workdir / "ray-serve-llm.log").open("wb") as log:
+            subprocess.run(
+                command, stdout=log, stderr=subprocess.STDOUT, env=engine_env(),
+                timeout=run.args.start_timeout_s, check=True,
+            )  # fmt: skip
+        base = f"http://127.0.0.1:{port}/v1"
+        wait_ready(f"{base}/models", None, run.args.start_timeout_s)
+        start_s = time.perf_counter() - launched
+        levels = sweep_http(run, "ray-serve-llm", base, run.name, ray_session_scope(state))
+    finally:
+        stop_local_head(state)
+    return {"start_s": start_s, "levels": levels}
+
+
+def run_switchyard(run: Run) -> dict[str, Any]:
+    switchyard = str(Path(sys.executable).with_name("switchyard"))
+    state = run.workdir / "switchyard"
+    port = free_port()
+    env = {**engine_env(), "SWITCHYARD_HOME": str(state)}
+    env.pop("RAY_ADDRESS", None)
+    up = [
+        switchyard, "up", "--detach", "--model", f"miniature:{run.args.miniature}",
+        "--port", str(port), "--ray-port", str(free_port()),
+        "--dashboard-port", str(free_port()), "--state-dir", str(state),
+    ]  # fmt: skip
+    launched = time.perf_counter()
+    try:
+        with (run.workdir / "switchyard.log").open("wb") as log:
+            subprocess.run(
+                up, stdout=log, stderr=subprocess.STDOUT, env=env,
+                timeout=run.args.start_timeout_s, check=True,
+            )  # fmt: skip
+        start_s = time.perf_counter() - launched
+        base = f"http://127.0.0.1:{port}/v1"
+        levels = sweep_http(run, "switchyard", base, "default", ray_session_scope(state))
+    finally:
+        subprocess.run(
+            [switchyard, "down", "--state-dir", str(state)],
+            env=env, capture_output=True, timeout=300, check=False,
+        )  # fmt: skip
+    return {"start_s": start_s, "levels": levels}
+
+
+RUNNERS: dict[str, Callable[[Run], dict[str, Any]]] = {
+    "direct": run_direct,
+    "vllm-server": run_vllm_server,
+    "ray-serve-llm": run_ray_serve_llm,
+    "switchyard": run_switchyard,
+}

@@ -1,0 +1,118 @@
+"""What the fleet engine needs from the live cluster: three typed ports.
+
+- `RoutePort`: the fleet registry (routes, aliases, holds, in-flight counts), which every
+  gateway replica follows;
+- `ServePort`: Serve applications of models (deploy, delete, status, warm-up) and the
+  accelerators their placement groups hold;
+- `NodePort`: the nodes themselves (weights staged onto them, their probed hardware).
+
+`cluster/ray_cluster.py` implements them on Ray and Serve; tests/support/memory_cluster.py
+in memory, so every operation, rollback and restart is unit-tested without Ray.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+from cluster.node_probe.records import ProbedCluster
+from cluster.weight_disk_report import WeightsDiskReport
+from domain.app_name import AppName
+from domain.deployment_config import ModelDeploymentConfig
+from domain.model_state import ModelState
+from serve_apps.routing_table import ModelRoute, RoutingTable
+
+
+class DeployFailed(Exception):
+    """The model did not come up; the message carries the engine's own error."""
+
+
+class PlacementRefused(DeployFailed):
+    """The layout's placement group cannot be placed on the cluster as it is now."""
+
+
+class AppStatus(StrEnum):
+    """A Serve application's status, as far as the fleet engine cares."""
+
+    DEPLOYING = "deploying"
+    """Replicas are being placed or started (or re-placed after losing them)."""
+    RUNNING = "running"
+    """Every replica runs and passed its health check."""
+    UNHEALTHY = "unhealthy"
+    """It ran and lost replicas; Serve is replacing them."""
+    FAILED = "failed"
+    """It could not be deployed."""
+    DELETING = "deleting"
+
+
+class RoutePort(Protocol):
+    def routing_table(self) -> RoutingTable: ...
+
+    def put_route(self, route: ModelRoute) -> None: ...
+
+    def set_route_state(self, name: str, state: ModelState, error: str | None = None) -> None: ...
+
+    def remove_route(self, name: str, replaced_by: str | None = None) -> None:
+        """`name` becomes a tombstone (naming its replacement); its aliases are dropped."""
+
+    def set_alias(self, alias: str, name: str) -> None: ...
+
+    def set_held(self, aliases: frozenset[str]) -> None:
+        """Requests for these aliases wait in the gateways instead of failing."""
+
+    def in_flight(self, name: str, min_version: int) -> int | None:
+        """Requests in flight for `name` over every live gateway replica; None until all of
+        them have seen routing table `min_version`."""
+
+
+class ServePort(Protocol):
+    def placement_problem(self, config: ModelDeploymentConfig) -> str | None:
+        """Why `config`'s placement groups cannot be placed now; None if they can."""
+
+    def deploy(
+        self, app: AppName, config: ModelDeploymentConfig, model_path: Path, timeout_s: float
+    ) -> None:
+        """Deploy and wait until RUNNING; raises DeployFailed (the app is deleted then)."""
+
+    def warm_up(self, app: AppName, timeout_s: float) -> None:
+        """One real request through the app's own handle; raises DeployFailed."""
+
+    def delete(self, app: str) -> None:
+        """Delete the app and wait until Serve has removed it (never raises)."""
+
+    def statuses(self) -> dict[str, AppStatus]:
+        """Every Serve application that exists now."""
+
+    def running_replicas(self) -> dict[str, int]:
+        """Serve application -> replicas RUNNING now."""
+
+    def claimed_by(self, app: str, resource: str) -> dict[str, int]:
+        """Accelerators (`resource`) per node (id cut to 12) held by the app's groups."""
+
+    def wait_freed(self, freed: Mapping[str, int], resource: str, timeout_s: float) -> bool:
+        """Wait until `freed` (node -> count) is seen free again; False at the deadline."""
+
+
+class NodePort(Protocol):
+    def stage(self, source: str) -> Path:
+        """Get the weights of `source` onto the node that loads them; the local model
+        directory. Raises with the reason (full disk, hub error) and changes nothing."""
+
+    def read_config(self, source: str) -> Path:
+        """A directory with what admission reads (config, index), without the weights."""
+
+    def probe(self) -> ProbedCluster:
+        """Every alive node's hardware after the operator's overrides."""
+
+    def weights_report(self, source: str, probed: ProbedCluster) -> WeightsDiskReport:
+        """The weights' real size and each node's disk verdict, without staging."""
+
+
+@dataclass(frozen=True)
+class ClusterPorts:
+    routes: RoutePort
+    serve: ServePort
+    nodes: NodePort

@@ -1,0 +1,130 @@
+"""Preflight of a new deployment: names, staging (once per operation) and admission.
+
+A failure here changes nothing: the model directory it returns is what the deployment
+then loads, so the weights are staged exactly once per operation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cluster.admission_gate import decide
+from cluster.fleet_context import FleetContext
+from cluster.node_probe.policy_inventory import policy_inventory
+from cluster.node_probe.records import ProbedCluster
+from cluster.operation_recorder import OperationRecorder
+from domain.deployment_config import ModelDeploymentConfig
+from domain.fleet_state import FleetState
+from domain.operation import AdmissionSummary
+
+
+@dataclass(frozen=True)
+class PreflightResult:
+    model_dir: Path | None
+    """The staged model (a config-only directory for a dry run); None if staging failed."""
+    reasons: tuple[str, ...]
+    """Why the deployment is refused; empty when admitted."""
+
+    @property
+    def admitted(self) -> bool:
+        return not self.reasons
+
+
+def name_problems(state: FleetState, config: ModelDeploymentConfig) -> list[str]:
+    problems = []
+    if config.name in state.models:
+        problems.append(f"a model named '{config.name}' already exists")
+    for alias in config.aliases:
+        if alias in state.models:
+            problems.append(f"alias '{alias}' is the name of a model")
+    return problems
+
+
+def preflight(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    config: ModelDeploymentConfig,
+    *,
+    freed: Mapping[str, int] | None,
+    dry_run: bool,
+    state: FleetState | None = None,
+) -> PreflightResult:
+    """Stage `config`'s weights and run admission counting `freed` as free.
+
+    `state` is the fleet the names are checked against (default: the desired one)."""
+    problems = name_problems(state or ctx.desired.state, config)
+    if problems:
+        ctx.metrics.admission(False, ["name_conflict"])
+        return PreflightResult(None, tuple(problems))
+    nodes = ctx.ports.nodes
+    try:
+        if dry_run:
+            # A dry run must not download weights: the config (and the safetensors index
+            # for sizes) is all admission needs.
+            op.note(f"reading the config of {config.source}")
+            model_dir = nodes.read_config(config.source)
+        else:
+            op.note(f"staging {config.source}")
+            model_dir = nodes.stage(config.source)
+    except Exception as exc:
+        ctx.metrics.admission(False, ["staging_failed"])
+        return PreflightResult(None, (f"staging {config.source} failed: {exc}",))
+    probed = nodes.probe()
+    for problem in probed.problems:
+        op.note(f"inventory: {problem}")
+    try:
+        inventory = policy_inventory(probed.facts, probed.available, ctx.settings.accelerator)
+    except ValueError as exc:  # no node with the fleet's accelerator kind
+        return PreflightResult(model_dir, (f"inventory: {exc}",))
+    if dry_run:
+        disk_problems = _dry_run_disk(ctx, op, config, probed)
+        if disk_problems:
+            return PreflightResult(model_dir, tuple(disk_problems))
+    try:
+        decision = decide(model_dir, config, inventory, freed=freed)
+    except ValueError as exc:  # unsupported architecture, invalid config
+        ctx.metrics.admission(False, ["unsupported_model"])
+        return PreflightResult(model_dir, (str(exc),))
+    candidate = decision.candidates[0] if decision.candidates else None
+    codes = [r.code for r in decision.reasons]
+    if not codes and candidate is not None and not decision.admitted:
+        codes = [r.code for r in candidate.reasons]
+    ctx.metrics.admission(decision.admitted, [] if decision.admitted else codes)
+    op.details.admission = AdmissionSummary(
+        admitted=decision.admitted,
+        reasons=[str(r) for r in decision.reasons],
+        layout=str(config.layout),
+        candidate_reasons=[str(r) for r in candidate.reasons] if candidate else [],
+    )
+    if not decision.admitted:
+        # The decision's reasons summarise the candidates (one per code); fall back to the
+        # candidate's own when the decision gives none.
+        reasons = [str(r) for r in decision.reasons]
+        if not reasons and candidate is not None:
+            reasons = [str(r) for r in candidate.reasons]
+        return PreflightResult(
+            model_dir, tuple(reasons or ["the admission policy found no usable layout"])
+        )
+    op.note(f"admitted {config.name} as {config.layout} ({len(inventory.nodes)} nodes)")
+    return PreflightResult(model_dir, ())
+
+
+def _dry_run_disk(
+    ctx: FleetContext, op: OperationRecorder, config: ModelDeploymentConfig, probed: ProbedCluster
+) -> list[str]:
+    """Report the weights' real size and each node's disk verdict; the problems (nodes
+    where staging would refuse) make the dry run a rejection, as the real run would be."""
+    try:
+        report = ctx.ports.nodes.weights_report(config.source, probed)
+    except Exception as exc:
+        return [f"cannot size {config.source}: {exc}"]
+    op.details.weights = report.to_json()
+    op.note(
+        f"weights of {config.source}: {report.weight_bytes / 2**30:.2f} GiB in "
+        f"{report.files} files ({report.total_bytes / 2**30:.2f} GiB in all)"
+    )
+    for verdict in report.verdicts:
+        op.note(f"disk: {verdict.describe()}")
+    return [f"disk_insufficient: {v.describe()}" for v in report.verdicts if not v.fits]

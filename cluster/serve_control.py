@@ -1,0 +1,184 @@
+"""`ServePort` on Ray Serve: a model's Serve application, its status and its accelerators.
+
+Runs in the manager actor (a Ray driver). Publishes nothing to the registry: the fleet
+engine decides what clients see, and when.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from cluster.cluster_port import AppStatus, DeployFailed
+from cluster.engine_error import summarize_failure
+from cluster.placement_check import placement_problem
+from cluster.waiting import Clock, SystemClock, wait_for
+from domain.app_name import AppName
+from domain.deployment_config import ModelDeploymentConfig
+from serve_apps.placement import placement_for
+from serve_apps.ray_internals import (
+    app_of_placement_group,
+    available_resources_per_node,
+    running_replicas_in,
+)
+
+log = logging.getLogger(__name__)
+
+# Serve's ApplicationStatus values -> what the fleet engine distinguishes.
+_STATUS = {
+    "NOT_STARTED": AppStatus.DEPLOYING,
+    "DEPLOYING": AppStatus.DEPLOYING,
+    "RUNNING": AppStatus.RUNNING,
+    "UNHEALTHY": AppStatus.UNHEALTHY,
+    "DEPLOY_FAILED": AppStatus.FAILED,
+    "DELETING": AppStatus.DELETING,
+}
+
+
+class ServeControl:
+    def __init__(
+        self, *, logs_dir: Path | None = None, poll_s: float = 1.0, clock: Clock | None = None
+    ) -> None:
+        # Where Ray writes this node's worker logs: the engine's root cause is found there.
+        self._logs_dir = logs_dir
+        self._poll_s = poll_s
+        self._clock = clock or SystemClock()
+
+    def placement_problem(self, config: ModelDeploymentConfig) -> str | None:
+        spec = placement_for(config.layout, config.accelerator)
+        # Ray Serve LLM adds the replica actor's own CPU to the first bundle.
+        first = dict(spec.bundles[0])
+        first["CPU"] = first.get("CPU", 0.0) + 1.0
+        spec = type(spec)(bundles=(first, *spec.bundles[1:]), strategy=spec.strategy)
+        nodes = list(available_resources_per_node().values())
+        return placement_problem(spec, nodes, replicas=config.replicas * config.layout.dp)
+
+    def deploy(
+        self, app: AppName, config: ModelDeploymentConfig, model_path: Path, timeout_s: float
+    ) -> None:
+        from ray import serve
+        from ray.serve.api import RunTarget
+
+        from serve_apps.model_app import build_model_app
+
+        try:
+            target = build_model_app(app, config, model_path)
+            serve.run_many(
+                [RunTarget(target=target, name=app.app, route_prefix=None)],
+                wait_for_applications_running=False,
+            )
+            self._wait_running(app.app, timeout_s)
+        except Exception as exc:
+            message = summarize_failure(str(exc) or type(exc).__name__, self._logs_dir)
+            log.error("deploying %s failed: %s", app, message)
+            self.delete(app.app)
+            raise DeployFailed(message) from exc
+
+    def _wait_running(self, app_name: str, timeout_s: float) -> None:
+        from ray import serve
+
+        def running() -> bool | None:
+            app = serve.status().applications.get(app_name)
+            if app is None:
+                return None
+            status = _status_of(app)
+            if status is AppStatus.RUNNING:
+                return True
+            if status in (AppStatus.FAILED, AppStatus.UNHEALTHY):
+                raise DeployFailed(_deployment_errors(app) or app.message)
+            # Serve keeps retrying a replica whose constructor raises; surface the
+            # engine's error as soon as Serve reports one, not after the timeout.
+            errors = _deployment_errors(app)
+            if errors and "failed" in errors.lower():
+                raise DeployFailed(errors)
+            return None
+
+        if wait_for(running, timeout_s=timeout_s, poll_s=self._poll_s, clock=self._clock) is None:
+            raise DeployFailed(f"{app_name} was not running after {timeout_s:g} s")
+
+    def warm_up(self, app: AppName, timeout_s: float) -> None:
+        from ray import serve
+        from ray.serve.llm.openai_api_models import CompletionRequest
+
+        handle = serve.get_deployment_handle(app.deployment, app.app)
+        request = CompletionRequest(model=app.model, prompt="Hello", max_tokens=1)
+
+        def ask() -> Any:
+            stream: Any = handle.options(stream=True).completions.remote(request, None)
+            for item in stream:
+                return item
+            return None
+
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            try:
+                reply = pool.submit(ask).result(timeout=timeout_s)
+            except concurrent.futures.TimeoutError:
+                raise DeployFailed(f"warm-up request got no answer in {timeout_s:g} s") from None
+            except Exception as exc:
+                raise DeployFailed(f"warm-up request failed: {exc}") from exc
+        error = getattr(reply, "error", None)
+        if reply is None or error is not None:
+            raise DeployFailed(f"warm-up request failed: {getattr(error, 'message', reply)}")
+
+    def delete(self, app: str) -> None:
+        from ray import serve
+
+        try:
+            serve.delete(app)  # blocks until Serve has removed it
+        except Exception:
+            log.exception("could not delete Serve application %s", app)
+
+    def statuses(self) -> dict[str, AppStatus]:
+        from ray import serve
+
+        return {name: _status_of(app) for name, app in serve.status().applications.items()}
+
+    def running_replicas(self) -> dict[str, int]:
+        from ray import serve
+
+        return {
+            name: sum(running_replicas_in(d) for d in app.deployments.values())
+            for name, app in serve.status().applications.items()
+        }
+
+    def claimed_by(self, app: str, resource: str) -> dict[str, int]:
+        from ray.util.placement_group import placement_group_table
+
+        claimed: dict[str, int] = {}
+        for group in placement_group_table().values():
+            if group.get("state") != "CREATED" or app_of_placement_group(group["name"]) != app:
+                continue
+            for index, bundle in group["bundles"].items():
+                node = group["bundles_to_node_id"].get(index)
+                if node and bundle.get(resource):
+                    claimed[node[:12]] = claimed.get(node[:12], 0) + int(bundle[resource])
+        return claimed
+
+    def wait_freed(self, freed: Mapping[str, int], resource: str, timeout_s: float) -> bool:
+        def all_free() -> bool | None:
+            available = available_resources_per_node()
+            seen = all(
+                any(
+                    node_id.startswith(node) and res.get(resource, 0) >= count
+                    for node_id, res in available.items()
+                )
+                for node, count in freed.items()
+            )
+            return True if seen else None
+
+        found = wait_for(all_free, timeout_s=timeout_s, poll_s=0.5, clock=self._clock)
+        return found is not None
+
+
+def _status_of(app: Any) -> AppStatus:
+    # ApplicationStatus is a (str, Enum): str() of it is "ApplicationStatus.RUNNING".
+    status = app.status
+    return _STATUS.get(str(getattr(status, "value", status)), AppStatus.DEPLOYING)
+
+
+def _deployment_errors(app: Any) -> str:
+    messages = [d.message for d in app.deployments.values() if getattr(d, "message", "")]
+    return " | ".join(messages)

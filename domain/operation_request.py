@@ -1,0 +1,66 @@
+"""What the CLI (or a `ray job`) asks the fleet manager to do: one typed request per kind.
+
+Built and validated on the caller's side, before anything touches the cluster; the manager
+fills in what the cluster decides (the accelerator kind) for fields the caller left unset.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+
+from domain.deployment_config import ModelDeploymentConfig, validate_model_name
+from domain.operation import OperationKind
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AddRequest(_Request):
+    kind: Literal[OperationKind.ADD] = OperationKind.ADD
+    config: ModelDeploymentConfig
+    dry_run: bool = False
+
+
+class SwapRequest(_Request):
+    kind: Literal[OperationKind.SWAP] = OperationKind.SWAP
+    old: str
+    """The serving model to replace; its aliases move to `config.name`."""
+    config: ModelDeploymentConfig
+    dry_run: bool = False
+
+    @field_validator("old")
+    @classmethod
+    def _old(cls, value: str) -> str:
+        return validate_model_name(value, "old")
+
+
+class RemoveRequest(_Request):
+    kind: Literal[OperationKind.REMOVE] = OperationKind.REMOVE
+    name: str
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return validate_model_name(value)
+
+
+class AliasRequest(_Request):
+    kind: Literal[OperationKind.ALIAS] = OperationKind.ALIAS
+    alias: str
+    name: str
+
+    @field_validator("alias")
+    @classmethod
+    def _alias(cls, value: str) -> str:
+        return validate_model_name(value, "alias")
+
+
+OperationRequest = Annotated[
+    AddRequest | SwapRequest | RemoveRequest | AliasRequest, Field(discriminator="kind")
+]
+"""Any request; `kind` says which."""
+
+REQUEST_ADAPTER: TypeAdapter[OperationRequest] = TypeAdapter(OperationRequest)

@@ -1,0 +1,73 @@
+"""What `switchyard status --json` prints: one documented, versioned document.
+
+`schema_version` is the operation protocol's (domain/operation.py); later versions only add
+keys. Built by `switchyard/commands/status.py` from the registry, the manager and metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from domain.operation import SCHEMA_VERSION, RunningOperation
+
+
+class _Document(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelLive(_Document):
+    """Current throughput and latency of one model (the live part of `metrics`)."""
+
+    model: str
+    generated_tok_s: float
+    prompt_tok_s: float
+    requests_s: float
+    ttft_p95_s: float | None = None
+
+
+class ModelStatus(_Document):
+    """One model as clients and the fleet see it now."""
+
+    name: str
+    aliases: list[str]
+    state: str
+    """A ModelState value: loading, ready, draining, degraded, failed."""
+    layout: str
+    source: str
+    replicas: int
+    error: str | None = None
+    """Why it is failed or degraded."""
+    app: str | None = None
+    """Its Serve application (`model-<name>-g<generation>`)."""
+    generated_tok_s: float | None = None
+    ttft_p95_s: float | None = None
+
+
+class MetricsStatus(_Document):
+    prometheus_service_discovery_file: str
+    """Where Ray lists every node's metrics agent for Prometheus to scrape."""
+    source: str | None = None
+    """Where the live figures came from: a Prometheus URL, `manager`, `ray-metrics-agents`,
+    or None (no live figures)."""
+    window_s: float | None = None
+    """Seconds the figures are averaged over, where known."""
+    models: list[ModelLive] = Field(default_factory=list)
+
+
+class StatusReport(_Document):
+    schema_version: int = SCHEMA_VERSION
+    address: str
+    """The Ray cluster's address."""
+    endpoint: str | None
+    dashboard_url: str | None
+    routing_table_version: int
+    models: list[ModelStatus]
+    aliases: dict[str, str]
+    metrics: MetricsStatus
+    inventory: dict[str, Any] | None
+    """Every node's hardware as admission sees it (probed, then overridden); None when no
+    manager runs."""
+    operation: RunningOperation | None = None
+    """The change the manager is making right now, if any."""

@@ -1,0 +1,62 @@
+"""Auth and body-size checks in front of the gateway, before any routing or parsing."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from serve_apps.api_keys import ApiKeyCheck
+from serve_apps.gateway_errors import body_too_large, error_response
+from serve_apps.gateway_metrics import GatewayMetrics, RequestOutcome
+from serve_apps.openai_errors import GatewayError
+from serve_apps.request_timing import RequestTiming
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+# Health probes answer without a key: load balancers and monitors send none.
+_OPEN_PATHS = frozenset({"/health", "/-/healthz", "/-/routes"})
+
+
+class GatewayGuard:
+    """Refuses a request without a valid API key (401) or with a declared body over the
+    limit (413), and counts the refusal.
+
+    Pure ASGI (not BaseHTTPMiddleware) so streamed responses pass through untouched.
+    """
+
+    def __init__(
+        self, app: ASGIApp, *, keys: ApiKeyCheck, max_body_bytes: int, metrics: GatewayMetrics
+    ) -> None:
+        self._app = app
+        self._keys = keys
+        self._max_body_bytes = max_body_bytes
+        self._metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") in _OPEN_PATHS:
+            await self._app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if not self._keys.allows(headers.get("authorization")):
+            error = GatewayError(
+                401,
+                "Missing or invalid API key (send 'Authorization: Bearer KEY').",
+                code="invalid_api_key",
+            )
+            response = error_response(error)
+            response.headers["WWW-Authenticate"] = "Bearer"
+            self._refused(error.status)
+            await response(scope, receive, send)
+            return
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self._max_body_bytes:
+            self._refused(413)
+            await error_response(body_too_large(self._max_body_bytes))(scope, receive, send)
+            return
+        await self._app(scope, receive, send)
+
+    def _refused(self, status: int) -> None:
+        self._metrics.request_finished(RequestTiming().record(RequestOutcome.CLIENT_ERROR, status))

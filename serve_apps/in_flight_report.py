@@ -1,0 +1,65 @@
+"""A gateway replica's periodic report of its in-flight and held requests.
+
+The gauges are set again on every round because Ray drops a gauge value that is not; the
+manager gets the in-flight counts to know when a draining model has finished its last
+request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+
+from serve_apps.gateway_metrics import GatewayMetrics
+from serve_apps.loop_task import LoopTask
+from serve_apps.route_view import RouteView
+
+log = logging.getLogger(__name__)
+
+ReportInFlight = Callable[[str, int, dict[str, int]], Awaitable[None]]
+"""(replica id, routing table version seen, in-flight requests per model): lets the manager
+know when a draining model has finished its last request."""
+
+_REPORT_PERIOD_S = 0.2
+
+
+class InFlightReporter:
+    """Reads `in_flight` (per model) and `held` (per alias), live views owned elsewhere."""
+
+    def __init__(
+        self,
+        in_flight: Mapping[str, int],
+        held: Mapping[str, int],
+        routes: RouteView,
+        metrics: GatewayMetrics,
+        report: ReportInFlight | None,
+    ) -> None:
+        self._in_flight = in_flight
+        self._held = held
+        self._routes = routes
+        self._metrics = metrics
+        self._report = report
+        self._replica_id = uuid.uuid4().hex[:12]
+        self._loop = LoopTask(self._run)
+
+    def start(self) -> None:
+        self._loop.start()
+
+    async def stop(self) -> None:
+        await self._loop.stop()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                counts = {name: n for name, n in self._in_flight.items() if n}
+                self._metrics.in_flight(counts)
+                self._metrics.held({a: n for a, n in self._held.items() if n})
+                if self._report is not None:
+                    await self._report(self._replica_id, self._routes.table.version, counts)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("in-flight report failed")
+            await asyncio.sleep(_REPORT_PERIOD_S)

@@ -1,0 +1,190 @@
+"""Every private Ray and Serve API Switchyard relies on, in one module, each with its reason.
+
+Ray has no public API for these needs. Keeping them here means an upgrade of Ray is checked
+in one place: `missing_ray_internals()` lists what the installed Ray lacks, and
+tests/unit/test_ray_internals.py fails naming each one. This is why pyproject.toml pins Ray
+to one minor release (2.60.x): a new minor may move any of these.
+
+Both planes use this module, so it sits in the data plane (`serve_apps/`), the lowest layer
+that may import Ray (tests/unit/test_layers.py enforces that no other module does).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+HEAD_NODE_RESOURCE: Final = "node:__internal_head__"
+"""Ray's implicit resource of the head node. Actors that keep state on the head's disk or
+memory (manager, registry) and listeners on the head's address (gateway) are pinned with it;
+Ray offers no public "run on the head node" option."""
+
+SERVE_REPLICA_PREFIX: Final = "SERVE_REPLICA::"
+"""Serve names a replica's placement group `SERVE_REPLICA::<app>#<deployment>#<id>`
+(`ReplicaID.to_full_id_str`); the only way to tell which app holds which accelerators."""
+
+
+def head_node_resources() -> dict[str, float]:
+    """Actor resources that place it on the head node (a tiny share, never exhausted)."""
+    return {HEAD_NODE_RESOURCE: 0.001}
+
+
+def is_head_node(node: Mapping[str, Any]) -> bool:
+    """Whether an entry of `ray.nodes()` is the head node."""
+    return HEAD_NODE_RESOURCE in (node.get("Resources") or {})
+
+
+def app_of_placement_group(name: str) -> str | None:
+    """The Serve application whose replica owns a placement group named `name`."""
+    if not name.startswith(SERVE_REPLICA_PREFIX):
+        return None
+    app, _, rest = name.removeprefix(SERVE_REPLICA_PREFIX).partition("#")
+    return app if rest else None
+
+
+def available_resources_per_node() -> dict[str, dict[str, float]]:
+    """Ray's unclaimed resources per node id. Public Ray gives only the cluster-wide sum
+    (`ray.available_resources()`); admission and placement need them per node."""
+    from ray._private.state import available_resources_per_node as per_node
+
+    found: dict[str, dict[str, float]] = per_node()  # type: ignore[no-untyped-call]
+    return {str(node): dict(resources) for node, resources in found.items()}
+
+
+def running_replicas_in(deployment_status: Any) -> int:
+    """RUNNING replicas of one `DeploymentStatusOverview` (`serve.status()`): its
+    `replica_states` is keyed by Serve's private ReplicaState enum."""
+    from ray.serve._private.common import ReplicaState
+
+    states: Mapping[Any, int] = deployment_status.replica_states
+    return int(states.get(ReplicaState.RUNNING, 0))
+
+
+def serve_controller() -> Any:
+    """Serve's controller actor, found by its private name and namespace."""
+    import ray
+    from ray.serve._private.constants import SERVE_CONTROLLER_NAME, SERVE_NAMESPACE
+
+    return ray.get_actor(SERVE_CONTROLLER_NAME, namespace=SERVE_NAMESPACE)
+
+
+async def running_replicas_by_app(controller: Any) -> dict[str, int]:
+    """Serve app -> RUNNING replicas, from the controller's own running-replica table.
+
+    `serve.status()` builds the whole instance description; at one poll a second it cost a
+    busy gateway a third of its CPU. The table is what Serve's routers read; AttributeError
+    when this Ray's controller lacks it (callers fall back to `serve.status()`)."""
+    by_deployment: Mapping[Any, list[Any]] = await controller._all_running_replicas.remote()
+    running: dict[str, int] = {}
+    for deployment_id, replicas in by_deployment.items():
+        running[deployment_id.app_name] = running.get(deployment_id.app_name, 0) + len(replicas)
+    return running
+
+
+def llm_server_health_check_period_s(server: Any, default_s: float = 10.0) -> float:
+    """The health-check period an `LLMServer` replica was deployed with: Ray Serve LLM keeps
+    its LLMConfig only in a private attribute."""
+    config = server._llm_config.deployment_config
+    return float(config.get("health_check_period_s", default_s))
+
+
+async def llm_server_asgi_app(server: Any) -> Any:
+    """vLLM's OpenAI ASGI app over an `LLMServer`'s running engine (what `vllm serve`
+    runs). Ray Serve LLM's engine wrapper builds it; it is not part of its public API."""
+    engine = server.engine
+    if engine is None:
+        raise RuntimeError("the LLMServer's engine has not started")
+    return await engine.build_asgi_app()
+
+
+@dataclass(frozen=True)
+class _Requirement:
+    what: str
+    check: Callable[[], bool]
+
+
+def _has(module: str, *attributes: str) -> Callable[[], bool]:
+    def check() -> bool:
+        try:
+            found: Any = importlib.import_module(module)
+        except ImportError:
+            return False
+        for attribute in attributes:
+            if not hasattr(found, attribute):
+                return False
+            found = getattr(found, attribute)
+        return True
+
+    return check
+
+
+def _has_replica_state_running() -> bool:
+    return _has("ray.serve._private.common", "ReplicaState", "RUNNING")()
+
+
+def _controller_has_running_table() -> bool:
+    return _has("ray.serve._private.controller", "ServeController", "_all_running_replicas")()
+
+
+def _llm_server_keeps_config() -> bool:
+    import inspect
+
+    module = "ray.llm._internal.serve.core.server.llm_server"
+    if not _has(module, "LLMServer", "_init_shared")():
+        return False
+    source = inspect.getsource(importlib.import_module(module).LLMServer._init_shared)
+    return "self._llm_config" in source
+
+
+def _engine_builds_asgi_app() -> bool:
+    return _has(
+        "ray.llm._internal.serve.engines.vllm.vllm_engine", "VLLMEngine", "build_asgi_app"
+    )()
+
+
+def _head_resource_name() -> bool:
+    if not _has("ray._common.constants", "HEAD_NODE_RESOURCE_NAME")():
+        return False
+    from ray._common.constants import HEAD_NODE_RESOURCE_NAME
+
+    return bool(HEAD_NODE_RESOURCE_NAME == HEAD_NODE_RESOURCE)
+
+
+def _replica_id_format() -> bool:
+    if not _has("ray.serve._private.common", "ReplicaID", "to_full_id_str")():
+        return False
+    from ray.serve._private.common import DeploymentID, ReplicaID
+
+    full = ReplicaID("r1", DeploymentID(name="d", app_name="a")).to_full_id_str()
+    return full == f"{SERVE_REPLICA_PREFIX}a#d#r1"
+
+
+REQUIREMENTS: Final[tuple[_Requirement, ...]] = (
+    _Requirement(f"the head node's resource {HEAD_NODE_RESOURCE!r}", _head_resource_name),
+    _Requirement(
+        "ray._private.state.available_resources_per_node",
+        _has("ray._private.state", "available_resources_per_node"),
+    ),
+    _Requirement("ray.serve._private.common.ReplicaState.RUNNING", _has_replica_state_running),
+    _Requirement(
+        "ray.serve._private.constants.SERVE_CONTROLLER_NAME / SERVE_NAMESPACE",
+        _has("ray.serve._private.constants", "SERVE_CONTROLLER_NAME", "upper"),
+    ),
+    _Requirement(
+        "ServeController._all_running_replicas (the running-replica table)",
+        _controller_has_running_table,
+    ),
+    _Requirement("LLMServer._llm_config (set in LLMServer._init_shared)", _llm_server_keeps_config),
+    _Requirement("VLLMEngine.build_asgi_app", _engine_builds_asgi_app),
+    _Requirement(
+        "Serve replica placement groups named SERVE_REPLICA::<app>#<deployment>#<id>",
+        _replica_id_format,
+    ),
+)
+
+
+def missing_ray_internals() -> list[str]:
+    """What the installed Ray lacks of the private APIs above (empty when all are there)."""
+    return [r.what for r in REQUIREMENTS if not r.check()]

@@ -1,0 +1,144 @@
+"""A resolved request sent to its model's engines, and their answer passed back.
+
+The first output decides the status: an error before any byte went out is answered as an
+error (503 + Retry-After for engine-side failures); after that a stream can only end with
+an error event. Every forwarded request counts in `in_flight` until its answer is done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from serve_apps.gateway_errors import model_server_error, unavailable
+from serve_apps.gateway_metrics import GatewayMetrics, RequestOutcome
+from serve_apps.gateway_settings import GatewaySettings
+from serve_apps.model_backend import Method, ModelBackend
+from serve_apps.openai_errors import GatewayError
+from serve_apps.request_timing import RequestTiming
+from serve_apps.routing_table import ModelRoute
+from serve_apps.sse_encoding import as_json, has_content, sse_error, sse_text
+from serve_apps.stream_usage import scan_events
+
+log = logging.getLogger(__name__)
+
+
+class RequestForwarder:
+    def __init__(
+        self, settings: GatewaySettings, backend: ModelBackend, metrics: GatewayMetrics
+    ) -> None:
+        self._settings = settings
+        self._backend = backend
+        self._metrics = metrics
+        self.in_flight: Counter[str] = Counter()
+        """Requests per model whose answer is not finished yet."""
+
+    async def forward(
+        self,
+        route: ModelRoute,
+        method: Method,
+        parsed: Any,
+        body: dict[str, Any],
+        *,
+        stream: bool,
+        timing: RequestTiming | None = None,
+    ) -> Response:
+        timing = timing or RequestTiming(model=route.name)
+        self.in_flight[route.name] += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.in_flight[route.name] -= 1
+
+        try:
+            try:
+                outputs = aiter(self._backend.stream(route, method, parsed, body))
+                first = await asyncio.wait_for(anext(outputs), self._settings.first_chunk_timeout_s)
+            except TimeoutError:
+                raise self._unavailable(
+                    f"The model '{route.name}' sent nothing for "
+                    f"{self._settings.first_chunk_timeout_s:g} s."
+                ) from None
+            except StopAsyncIteration:
+                raise GatewayError(502, f"The model '{route.name}' returned nothing.") from None
+            except GatewayError:
+                raise
+            except Exception as exc:
+                raise self._backend_failure(route, exc) from None
+            error = model_server_error(first, self._settings.retry_after_s)
+            if error is not None:
+                raise error
+            if not stream:
+                release()
+                payload = as_json(first)
+                if isinstance(payload, dict):
+                    timing.usage.take(payload.get("usage"))
+                self._metrics.request_finished(timing.record(RequestOutcome.OK, 200))
+                return JSONResponse(payload)
+            return StreamingResponse(
+                self._sse(route, first, outputs, release, timing),
+                media_type="text/event-stream",
+            )
+        except BaseException:
+            release()
+            raise
+
+    async def _sse(
+        self,
+        route: ModelRoute,
+        first: Any,
+        outputs: AsyncIterator[Any],
+        release: Callable[[], None],
+        timing: RequestTiming,
+    ) -> AsyncIterator[str]:
+        started = time.monotonic()
+        outcome = RequestOutcome.CANCELLED
+        try:
+            # The first chunk is the first token's (vLLM sends nothing before prefill ends).
+            timing.chunk()
+            yield scan_events(sse_text(first), timing.usage, strip_usage=timing.strip_usage)
+            async for item in outputs:
+                error = model_server_error(item, self._settings.retry_after_s)
+                if error is not None:
+                    outcome = RequestOutcome.STREAM_ERROR
+                    yield sse_error(error)
+                    return
+                text = scan_events(sse_text(item), timing.usage, strip_usage=timing.strip_usage)
+                if has_content(text):
+                    timing.chunk()
+                if text:
+                    yield text
+            outcome = RequestOutcome.OK
+        except Exception as exc:
+            # Headers are sent; the only honest signal left is an error event in the stream.
+            log.warning(
+                "stream from %s broke after %.1f s: %s",
+                route.name,
+                time.monotonic() - started,
+                exc,
+            )
+            outcome = RequestOutcome.STREAM_ERROR
+            yield sse_error(self._backend_failure(route, exc))
+        finally:
+            release()
+            # The status line (200) went out with the first chunk, whatever happened after.
+            self._metrics.request_finished(timing.record(outcome, 200))
+
+    def _backend_failure(self, route: ModelRoute, exc: BaseException) -> GatewayError:
+        log.warning("model %s failed a request: %r", route.name, exc)
+        return self._unavailable(
+            f"The model '{route.name}' could not serve the request ({type(exc).__name__}); "
+            "its engine is restarting or being replaced. Retry shortly."
+        )
+
+    def _unavailable(self, message: str) -> GatewayError:
+        return unavailable(message, self._settings.retry_after_s)

@@ -1,0 +1,71 @@
+"""An engine over an in-memory cluster (tests/support/memory_cluster.py), and restarts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from cluster.fleet_engine import FleetEngine
+from cluster.fleet_metrics import RecordingFleetMetrics
+from cluster.journal import Journal
+from cluster.manager_settings import ManagerSettings
+from domain.deployment_config import AcceleratorConfig, EngineConfig, ModelDeploymentConfig
+from tests.support.memory_cluster import FakeClock, KillingJournal, MemoryCluster
+
+CPU = AcceleratorConfig(kind="cpu")
+OLD = ModelDeploymentConfig(
+    name="mini-old",
+    source="miniature:llama",
+    aliases=("default",),
+    accelerator=CPU,
+    engine=EngineConfig(enforce_eager=True, max_model_len=512),
+)
+# NEW differs from OLD in an engine setting, so a restart that rebuilds NEW's record from
+# OLD's config is caught.
+NEW = ModelDeploymentConfig(
+    name="mini-new",
+    source="miniature:llama-new",
+    accelerator=CPU,
+    engine=EngineConfig(enforce_eager=True, max_model_len=256),
+)
+
+
+@dataclass
+class Fleet:
+    """One cluster and state directory; `engine` is the manager's current lifetime."""
+
+    state_dir: Path
+    cluster: MemoryCluster
+    clock: FakeClock = field(default_factory=FakeClock)
+    metrics: RecordingFleetMetrics = field(default_factory=RecordingFleetMetrics)
+    engine: FleetEngine = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.engine = self.restart()
+
+    @property
+    def settings(self) -> ManagerSettings:
+        return ManagerSettings(
+            state_dir=self.state_dir, accelerator=CPU, drain_timeout_s=5, free_timeout_s=5
+        )
+
+    @property
+    def journal(self) -> Journal:
+        return Journal(self.settings.manager_dir)
+
+    def restart(self) -> FleetEngine:
+        """A new engine over the same state dir and cluster, reconciled (as after the
+        actor restarted)."""
+        journal = KillingJournal(self.settings.manager_dir, self.cluster.kill)
+        self.engine = FleetEngine(
+            self.settings, self.cluster.ports, journal, self.metrics, self.clock
+        )
+        self.engine.reconcile()
+        return self.engine
+
+
+@pytest.fixture
+def fleet(tmp_path: Path) -> Fleet:
+    return Fleet(tmp_path / "state", MemoryCluster(tmp_path / "nodes"))
