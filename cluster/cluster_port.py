@@ -6,8 +6,9 @@
   accelerators their placement groups hold;
 - `NodePort`: the nodes themselves (weights staged onto them, their probed hardware).
 
-`cluster/ray_cluster.py` implements them on Ray and Serve; tests/support/memory_cluster.py
-in memory, so every operation, rollback and restart is unit-tested without Ray.
+`registry_routes.py`, `serve_control.py` and `ray_nodes.py` implement them on Ray and
+Serve; tests/support/memory_cluster.py in memory, so every operation, rollback and restart
+is unit-tested without Ray.
 """
 
 from __future__ import annotations

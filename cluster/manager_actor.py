@@ -19,7 +19,9 @@ from cluster.fleet_engine import FleetEngine
 from cluster.fleet_metrics import RayFleetMetrics
 from cluster.fleet_sampler import FleetSampler
 from cluster.journal import Journal
+from cluster.live_stats_sampler import LiveStatsSampler
 from cluster.manager_settings import ManagerSettings
+from cluster.metrics_targets import service_discovery_file
 from cluster.ray_nodes import RayNodes
 from cluster.ray_runtime import LOCAL_HEAD_MARKER
 from cluster.registry_routes import RegistryRoutes
@@ -27,6 +29,7 @@ from cluster.serve_control import ServeControl
 from domain.fleet_state import FleetState
 from domain.operation import OperationEvent, OperationResult, RunningOperation
 from domain.operation_request import OperationRequest
+from domain.status_report import MetricsStatus
 from serve_apps.ray_internals import head_node_resources
 from serve_apps.registry import SWITCHYARD_NAMESPACE, registry_actor
 
@@ -46,7 +49,9 @@ class ManagerService:
         metrics = RayFleetMetrics()
         ports = ClusterPorts(
             routes=RegistryRoutes(registry),
-            serve=ServeControl(logs_dir=_ray_logs_dir(settings.state_dir)),
+            serve=ServeControl(
+                logs_dir=_ray_logs_dir(settings.state_dir), fake_engines=settings.fake_engines
+            ),
             nodes=RayNodes(settings),
         )
         self._engine = FleetEngine(settings, ports, Journal(settings.manager_dir), metrics)
@@ -54,6 +59,9 @@ class ManagerService:
         FleetSampler(
             metrics, registry, settings.accelerator, settings.staging.cache_dir, period_s=5.0
         ).start()
+        # The gateways' live figures for `status`, sampled here so it never waits for them.
+        self._live = LiveStatsSampler(lambda: service_discovery_file(settings.state_dir))
+        self._live.start()
         # Reconcile in the background: a restart may need to redeploy a model (minutes),
         # and the actor must answer `current`/`fleet` meanwhile.
         threading.Thread(target=self._engine.reconcile, daemon=True).start()
@@ -94,6 +102,9 @@ class ManagerService:
 
     def inventory(self) -> dict[str, Any]:
         return self._engine.inventory()
+
+    def live_metrics(self) -> MetricsStatus | None:
+        return self._live.latest()
 
 
 def _ray_logs_dir(state_dir: Path) -> Path | None:

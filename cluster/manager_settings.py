@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from cluster.node_probe.overrides import InventoryConfig
 from cluster.staging.config import StagingConfig
 from domain.deployment_config import AcceleratorConfig
+from serve_apps.fake_engine import FakeEngineSettings
 
 MANAGER_DIR = "manager"
 """The state directory's subdirectory with the journal and `fleet.json`."""
@@ -29,6 +30,9 @@ class ManagerSettings(BaseModel):
     )
     inventory: InventoryConfig = InventoryConfig()
     """Probe settings and the operator's overrides of probed node values."""
+    fake_engines: FakeEngineSettings | None = None
+    """Serve every model with a stand-in engine instead of vLLM (serve_apps/fake_engine.py):
+    for tests and demos of the gateway, routing and fleet operations."""
 
     @property
     def manager_dir(self) -> Path:

@@ -107,21 +107,28 @@ def start_local_head(config: LocalHeadConfig, state_dir: Path) -> RayConnection:
     # installation's scripts first on PATH so `switchyard` resolves to the same install.
     env = with_serve_tuning(os.environ) if config.serve_tuning else dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    result = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    except KeyboardInterrupt:
+        # `ray start` may have launched the head's daemons already: record their session so
+        # `down` (run by the interrupted `up`) finds and stops them.
+        if _session_dir_of_head(config.port) is not None:
+            _record_head(state_dir, marker, address, dashboard_url, config.port)
+        raise
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
         raise RuntimeError("`ray start --head` failed: " + " | ".join(tail))
-    state_dir.mkdir(parents=True, exist_ok=True)
-    marker.write_text(
-        json.dumps(
-            {
-                "address": address,
-                "dashboard_url": dashboard_url,
-                "session_dir": _session_dir_of_head(config.port),
-            }
-        )
-    )
+    _record_head(state_dir, marker, address, dashboard_url, config.port)
     return RayConnection(address, started_local_head=True, dashboard_url=dashboard_url)
+
+
+def _record_head(
+    state_dir: Path, marker: Path, address: str, dashboard_url: str, port: int
+) -> None:
+    session_dir = _session_dir_of_head(port)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    record = {"address": address, "dashboard_url": dashboard_url, "session_dir": session_dir}
+    marker.write_text(json.dumps(record))
 
 
 def enable_token_auth() -> None:
@@ -193,6 +200,64 @@ def local_head_processes(state_dir: Path) -> list[psutil.Process]:
     return list(found.values())
 
 
+@dataclass(frozen=True)
+class LocalHeadState:
+    """What is left of the head `up` started here, read from its processes (no Ray call,
+    so it answers at once whatever state the head is in)."""
+
+    recorded: bool
+    """`up` recorded a head it started (the marker file exists)."""
+    session_dir: str | None
+    processes: int
+    gcs_alive: bool
+    raylet_alive: bool
+
+    def describe(self) -> str:
+        if not self.recorded:
+            return "no local Ray head was started here"
+        if self.processes == 0:
+            return "the local Ray head is already gone (no process of its session runs)"
+        if self.gcs_alive and self.raylet_alive:
+            return f"the local Ray head is running ({self.processes} processes)"
+        parts = [
+            "GCS running" if self.gcs_alive else "GCS gone",
+            "raylet running" if self.raylet_alive else "raylet gone",
+        ]
+        return f"the local Ray head is half dead ({', '.join(parts)}; {self.processes} processes)"
+
+
+def local_head_state(state_dir: Path) -> LocalHeadState:
+    marker = state_dir / LOCAL_HEAD_MARKER
+    if not marker.exists():
+        return LocalHeadState(False, None, 0, gcs_alive=False, raylet_alive=False)
+    session_dir = json.loads(marker.read_text()).get("session_dir")
+    names = set()
+    procs = local_head_processes(state_dir)
+    for proc in procs:
+        with contextlib.suppress(Exception):
+            names.add(proc.name())
+    return LocalHeadState(
+        True,
+        session_dir,
+        len(procs),
+        gcs_alive="gcs_server" in names,
+        raylet_alive="raylet" in names,
+    )
+
+
+def gcs_reachable(address: str, timeout_s: float = 1.0) -> bool:
+    """Whether something accepts connections on the cluster address (a GCS that is gone
+    refuses at once; no Ray call, so it never blocks past `timeout_s`)."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
 def stop_local_head(state_dir: Path, *, grace_s: float = 15.0) -> bool:
     """Stop the head `up` started; False if Switchyard did not start one.
 
@@ -200,23 +265,53 @@ def stop_local_head(state_dir: Path, *, grace_s: float = 15.0) -> bool:
     processes of our head's session (found by its session directory) and their children
     (workers, replicas and vLLM engine processes).
     """
-    import psutil
 
     marker = state_dir / LOCAL_HEAD_MARKER
     if not marker.exists():
         return False
     procs = local_head_processes(state_dir)
-    if procs:
-        for proc in procs:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                proc.terminate()
-        _, alive = psutil.wait_procs(procs, timeout=grace_s)
-        for proc in alive:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                proc.kill()
-        psutil.wait_procs(alive, timeout=5)
+    # Two waves: the GCS outlives its raylets and workers by waiting for them (terminated
+    # together, it lingers past the grace), and the autoscaler monitor ignores SIGTERM; both
+    # hold no state a local head needs, so they get a short grace once the others are gone.
+    last = [p for p in procs if _is_gcs_or_monitor(p)]
+    _terminate(procs=[p for p in procs if p not in last], grace_s=grace_s)
+    _terminate(procs=last, grace_s=_LAST_WAVE_GRACE_S)
     marker.unlink(missing_ok=True)
     return True
+
+
+_LAST_WAVE_GRACE_S = 3.0
+
+
+def _is_gcs_or_monitor(proc: psutil.Process) -> bool:
+    import psutil
+
+    try:
+        return proc.name() == "gcs_server" or any("monitor.py" in a for a in proc.cmdline())
+    except psutil.Error:
+        return False
+
+
+def _terminate(*, procs: list[psutil.Process], grace_s: float) -> None:
+    """SIGTERM, then SIGKILL whatever is left after `grace_s`."""
+    import psutil
+
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for proc in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=5)
+
+
+def disconnect() -> None:
+    """Detach this process from the cluster (what it started keeps running)."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
 
 
 def connect(address: str) -> None:

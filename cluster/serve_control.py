@@ -18,6 +18,7 @@ from cluster.placement_check import placement_problem
 from cluster.waiting import Clock, SystemClock, wait_for
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
+from serve_apps.fake_engine import FakeEngineSettings
 from serve_apps.placement import placement_for
 from serve_apps.ray_internals import (
     app_of_placement_group,
@@ -40,10 +41,16 @@ _STATUS = {
 
 class ServeControl:
     def __init__(
-        self, *, logs_dir: Path | None = None, poll_s: float = 1.0, clock: Clock | None = None
+        self,
+        *,
+        logs_dir: Path | None = None,
+        poll_s: float = 1.0,
+        clock: Clock | None = None,
+        fake_engines: FakeEngineSettings | None = None,
     ) -> None:
         # Where Ray writes this node's worker logs: the engine's root cause is found there.
         self._logs_dir = logs_dir
+        self._fake_engines = fake_engines
         self._poll_s = poll_s
         self._clock = clock or SystemClock()
 
@@ -62,10 +69,8 @@ class ServeControl:
         from ray import serve
         from ray.serve.api import RunTarget
 
-        from serve_apps.model_app import build_model_app
-
         try:
-            target = build_model_app(app, config, model_path)
+            target = self._build(app, config, model_path)
             serve.run_many(
                 [RunTarget(target=target, name=app.app, route_prefix=None)],
                 wait_for_applications_running=False,
@@ -76,6 +81,15 @@ class ServeControl:
             log.error("deploying %s failed: %s", app, message)
             self.delete(app.app)
             raise DeployFailed(message) from exc
+
+    def _build(self, app: AppName, config: ModelDeploymentConfig, model_path: Path) -> Any:
+        if self._fake_engines is not None:
+            from serve_apps.fake_engine_server import build_fake_engine_app
+
+            return build_fake_engine_app(app, config, model_path, self._fake_engines)
+        from serve_apps.model_app import build_model_app
+
+        return build_model_app(app, config, model_path)
 
     def _wait_running(self, app_name: str, timeout_s: float) -> None:
         from ray import serve
@@ -101,10 +115,9 @@ class ServeControl:
 
     def warm_up(self, app: AppName, timeout_s: float) -> None:
         from ray import serve
-        from ray.serve.llm.openai_api_models import CompletionRequest
 
         handle = serve.get_deployment_handle(app.deployment, app.app)
-        request = CompletionRequest(model=app.model, prompt="Hello", max_tokens=1)
+        request = self._warm_up_request(app)
 
         def ask() -> Any:
             stream: Any = handle.options(stream=True).completions.remote(request, None)
@@ -122,6 +135,16 @@ class ServeControl:
         error = getattr(reply, "error", None)
         if reply is None or error is not None:
             raise DeployFailed(f"warm-up request failed: {getattr(error, 'message', reply)}")
+
+    def _warm_up_request(self, app: AppName) -> Any:
+        body = {"model": app.model, "prompt": "Hello", "max_tokens": 1}
+        if self._fake_engines is not None:
+            # A fake engine takes the plain body: vLLM's request model would make both this
+            # process and the replica import vLLM (tens of seconds) for one request.
+            return body
+        from ray.serve.llm.openai_api_models import CompletionRequest
+
+        return CompletionRequest(**body)
 
     def delete(self, app: str) -> None:
         from ray import serve

@@ -81,7 +81,7 @@ class AcceleratorConfig(_Strict):
     `gpu` asks Ray for real `GPU` resources and uses vLLM's Ray executor. `cpu` runs the
     CPU build of vLLM, one CPU engine worker per layout slot, placed on a custom resource
     that nodes declare as a stand-in for GPUs (Ray Serve LLM refuses logical GPUs on the CPU
-    platform; a custom resource stands in for them, see README "Placement").
+    platform; a custom resource stands in for them, see docs/placement.md).
     """
 
     kind: Literal["gpu", "cpu"] = "gpu"

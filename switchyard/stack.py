@@ -6,7 +6,6 @@ together; everything it wires is a plain class that knows nothing of the others'
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,14 +14,13 @@ from typing import Any
 
 from cluster.atomic_file import atomic_write_text
 from cluster.cluster_port import DeployFailed
-from cluster.journal import SNAPSHOT_FILE, check_state_format
+from cluster.journal import check_state_format
 from cluster.manager_settings import MANAGER_DIR
-from cluster.ray_runtime import RayConnection, connect, start_local_head, stop_local_head
+from cluster.ray_runtime import RayConnection, connect, start_local_head
 from domain.fleet_state import FleetState
 from domain.operation import OperationResult
 from switchyard.stack_config import StackConfig
-
-STACK_FILE = "stack.json"
+from switchyard.teardown import STACK_FILE
 
 Report = Callable[[str], None]
 
@@ -114,6 +112,7 @@ class Stack:
                 else AcceleratorConfig(kind=config.accelerator),
                 deploy_timeout_s=config.deploy_timeout_s,
                 inventory=config.inventory,
+                fake_engines=config.fake_engines,
             )
         )
         fleet: FleetState = ray.get(manager.fleet.remote())
@@ -129,34 +128,3 @@ class Stack:
             self._report(outcome.message)
             results.append(outcome)
         return info, results
-
-
-def stack_down(state_dir: Path, address: str | None, report: Report) -> bool:
-    """Stop what `up` started: Serve apps, the registry, and a local head it launched."""
-    info = read_stack_info(state_dir)
-    target = address or (info.address if info else None)
-    if target is not None:
-        try:
-            import ray
-            from ray import serve
-
-            from cluster.manager_actor import MANAGER_ACTOR_NAME
-            from serve_apps.registry import REGISTRY_ACTOR_NAME, SWITCHYARD_NAMESPACE
-
-            connect(target)
-            serve.shutdown()  # type: ignore[no-untyped-call]
-            for actor in (MANAGER_ACTOR_NAME, REGISTRY_ACTOR_NAME):
-                with contextlib.suppress(ValueError):
-                    ray.kill(ray.get_actor(actor, namespace=SWITCHYARD_NAMESPACE))
-            ray.shutdown()
-            report(f"stopped Serve on {target}")
-        except Exception as exc:  # the cluster may already be gone; still stop the head
-            report(f"could not reach {target}: {exc}")
-    stopped = stop_local_head(state_dir)
-    if stopped:
-        report("stopped the local Ray head")
-    (state_dir / STACK_FILE).unlink(missing_ok=True)
-    # The fleet is gone: the next `up` starts from an empty desired state (the journal of
-    # past operations stays for the record).
-    (state_dir / MANAGER_DIR / SNAPSHOT_FILE).unlink(missing_ok=True)
-    return target is not None or stopped

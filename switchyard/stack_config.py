@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from cluster.node_probe.overrides import InventoryConfig
 from cluster.ray_runtime import LocalHeadConfig
 from domain.deployment_config import ModelDeploymentConfig
+from serve_apps.fake_engine import FakeEngineSettings
 from serve_apps.gateway_settings import GatewaySettings
 
 DEFAULT_MODEL_SOURCE = "miniature:kimi-k2.5"
@@ -46,6 +47,8 @@ class StackConfig(BaseModel):
     deploy_timeout_s: float = Field(900.0, gt=0, le=24 * 3600)
     inventory: InventoryConfig = InventoryConfig()
     """Overrides of probed node hardware (GPU model/memory/count/links, disk, RAM)."""
+    fake_engines: FakeEngineSettings | None = None
+    """Stand-in engines instead of vLLM (`up --fake-engines`), for tests and demos."""
     ray_auth_mode: str | None = Field(
         None, description="RAY_AUTH_MODE this process runs with; None when it is unset"
     )

@@ -54,8 +54,8 @@ def prometheus_binary(explicit: str | None) -> str:
 def run_prometheus(args: argparse.Namespace) -> int:
     import yaml
 
+    from cluster.metrics_targets import service_discovery_file
     from switchyard.observability.dashboards import prometheus_config
-    from switchyard.observability.ray_targets import service_discovery_file
     from switchyard.observability.status_metrics import PROMETHEUS_URL_FILE
     from switchyard.stack_config import default_state_dir
 

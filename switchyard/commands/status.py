@@ -6,14 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from domain.exit_codes import ExitCode, UserInputError
-from domain.operation import RunningOperation
-from domain.status_report import MetricsStatus, ModelStatus, StatusReport
 
-# Ray writes the Prometheus service-discovery file for every node's metrics agent here.
-RAY_PROMETHEUS_SD_FILE = "/tmp/ray/prom_metrics_service_discovery.json"
+if TYPE_CHECKING:
+    from domain.operation import RunningOperation
+    from domain.status_report import MetricsStatus, StatusReport
 
 
 def register(subparsers: Any) -> None:
@@ -26,13 +25,15 @@ def register(subparsers: Any) -> None:
         default=None,
         metavar="URL",
         help="read tok/s and TTFT from this Prometheus (default: the one `switchyard metrics "
-        "prometheus` runs, else two scrapes of Ray's metrics agents --window-s apart)",
+        "prometheus` runs, else the fleet manager's own samples of the gateways' counters)",
     )
     parser.add_argument(
         "--window-s",
         type=float,
-        default=12.0,
-        help="seconds between the two scrapes (Ray exports every 10 s); 0 skips them",
+        default=0.0,
+        help="instead of the manager's samples, scrape Ray's metrics agents twice this many "
+        "seconds apart and report the rates between (Ray exports every 10 s; default 0: "
+        "no waiting)",
     )
     parser.set_defaults(handler=run)
 
@@ -40,7 +41,9 @@ def register(subparsers: Any) -> None:
 def collect(address: str) -> StatusReport:
     import ray
 
+    from cluster.metrics_targets import RAY_SD_FILE
     from cluster.ray_runtime import connect
+    from domain.status_report import MetricsStatus, ModelStatus, StatusReport
     from serve_apps.registry import registry_actor
 
     connect(address)
@@ -62,7 +65,7 @@ def collect(address: str) -> StatusReport:
         )
         for r in table.live_models()
     ]
-    inventory, operation = _from_manager()
+    inventory, operation, sampled = _from_manager()
     return StatusReport(
         address=address,
         endpoint=facts.get("endpoint"),
@@ -70,15 +73,15 @@ def collect(address: str) -> StatusReport:
         routing_table_version=table.version,
         models=models,
         aliases=dict(table.aliases),
-        metrics=MetricsStatus(prometheus_service_discovery_file=RAY_PROMETHEUS_SD_FILE),
+        metrics=sampled or MetricsStatus(prometheus_service_discovery_file=RAY_SD_FILE),
         inventory=inventory,
         operation=operation,
     )
 
 
-def _from_manager() -> tuple[dict[str, Any] | None, RunningOperation | None]:
-    """The manager's view of every node's hardware (probed, then overridden) and the change
-    it is making; (None, None) when no manager runs."""
+def _from_manager() -> tuple[dict[str, Any] | None, RunningOperation | None, MetricsStatus | None]:
+    """The manager's view of every node's hardware (probed, then overridden), the change it
+    is making and its live figures; all None when no manager runs."""
     import ray
 
     from cluster.manager_actor import manager_actor
@@ -86,20 +89,23 @@ def _from_manager() -> tuple[dict[str, Any] | None, RunningOperation | None]:
     try:
         manager = manager_actor()
     except ValueError:
-        return None, None
-    inventory, operation = ray.get(
-        [manager.inventory.remote(), manager.current.remote()], timeout=120
+        return None, None, None
+    inventory, operation, sampled = ray.get(
+        [manager.inventory.remote(), manager.current.remote(), manager.live_metrics.remote()],
+        timeout=120,
     )
-    return inventory, operation
+    return inventory, operation, sampled
 
 
 def _add_live_metrics(status: StatusReport, state_dir: Path, args: argparse.Namespace) -> None:
     """Current tok/s and p95 TTFT per model, into `metrics` and each model's entry."""
+    from cluster.live_stats_sampler import MANAGER_SOURCE
     from switchyard.observability.status_metrics import live_metrics
 
     if not 0 <= args.window_s <= 600:
         raise UserInputError(f"--window-s: {args.window_s:g} is not in 0-600")
-    status.metrics = live_metrics(state_dir, args.prometheus, args.window_s)
+    sampled = status.metrics if status.metrics.source == MANAGER_SOURCE else None
+    status.metrics = live_metrics(state_dir, args.prometheus, args.window_s, lambda: sampled)
     by_model = {m.model: m for m in status.metrics.models}
     for model in status.models:
         stats = by_model.get(model.name)
@@ -152,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     metrics = status.metrics
     console.print(
         f"metrics: Prometheus service discovery file {metrics.prometheus_service_discovery_file}"
-        f"; live figures from {metrics.source or 'nowhere (no Prometheus, --window-s 0)'}"
+        f"; live figures from {_source_text(metrics)}"
     )
     if status.operation is not None:
         console.print(
@@ -161,6 +167,14 @@ def run(args: argparse.Namespace) -> int:
         )
     _print_inventory(console, status.inventory)
     return ExitCode.OK
+
+
+def _source_text(metrics: MetricsStatus) -> str:
+    if metrics.source is None:
+        return "nowhere yet (no Prometheus; the manager has fewer than two samples)"
+    if metrics.window_s is None:
+        return metrics.source
+    return f"{metrics.source} (rates over {metrics.window_s:g} s)"
 
 
 def _print_inventory(console: Any, inventory: dict[str, Any] | None) -> None:

@@ -76,7 +76,14 @@ def register(subparsers: Any) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="YAML/JSON overrides of probed node hardware (see README, 'Cluster inventory')",
+        help="YAML/JSON overrides of probed node hardware (see docs/inventory.md)",
+    )
+    parser.add_argument(
+        "--fake-engines",
+        action="store_true",
+        help="serve every model with a stand-in engine instead of vLLM (same endpoint, "
+        "routing, swaps and metrics; starts in a second; answers with placeholder tokens): "
+        "for trying the gateway and fleet operations, and for tests",
     )
     parser.add_argument("--detach", action="store_true", help="return once everything is up")
     parser.set_defaults(handler=run)
@@ -158,6 +165,7 @@ def build_config(args: argparse.Namespace) -> Any:
                 },
                 "local_head": {"port": args.ray_port, "dashboard_port": args.dashboard_port},
                 "ray_auth_mode": os.environ.get("RAY_AUTH_MODE") or None,
+                "fake_engines": {} if getattr(args, "fake_engines", False) else None,
             }
         )
     except ValidationError as exc:
@@ -168,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from cluster.cluster_port import DeployFailed
-    from switchyard.stack import Stack, stack_down
+    from switchyard.stack import Stack
 
     config = build_config(args)
     console = Console(stderr=True)
@@ -176,12 +184,19 @@ def run(args: argparse.Namespace) -> int:
     def report(line: str) -> None:
         console.print(f"[dim]switchyard[/dim] {line}")
 
+    # Ctrl-C (or SIGTERM) at any point of the start stops what was started.
+    signal.signal(signal.SIGTERM, _interrupt)
     stack = Stack(config, report)
     try:
         info, _ = stack.up()
     except DeployFailed as exc:
         report(f"[red]a model failed to start:[/red] {exc}")
         return ExitCode.REJECTED
+    except (KeyboardInterrupt, SystemExit):
+        # SystemExit: once connected, Ray's own SIGTERM handler exits this way.
+        report("interrupted: stopping what `up` started ...")
+        _stop(config.state_dir, report)
+        return 130
     out = Console()
     out.print(f"[bold green]Switchyard is serving[/bold green] on {info.endpoint}/v1")
     for model in config.models:
@@ -198,25 +213,37 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if args.detach:
         return ExitCode.OK
+    return _stay_in_foreground(info.address, config.state_dir, report, out)
+
+
+def _stay_in_foreground(address: str, state_dir: Path, report: Any, out: Any) -> int:
+    """Wait for Ctrl-C (then stop the stack), or for the cluster to go away (then exit 0).
+
+    The wait holds no Ray connection: a driver whose cluster was stopped elsewhere (`switchyard
+    down` in another terminal) would retry the vanished GCS for a minute, printing errors."""
+    from cluster.ray_runtime import disconnect, gcs_reachable
+
+    disconnect()
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     out.print("Press Ctrl-C to stop.")
-    while not stop.wait(5.0):
-        if not _cluster_alive():
-            report("the Ray cluster went away; exiting")
+    while not stop.wait(1.0):
+        if not gcs_reachable(address):
+            report(f"the Ray cluster at {address} went away (stopped elsewhere); exiting")
             return ExitCode.OK
     report("shutting down ...")
-    stack_down(config.state_dir, None, report)
+    _stop(state_dir, report)
     return ExitCode.OK
 
 
-def _cluster_alive() -> bool:
-    import ray
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
 
-    try:
-        ray.get_runtime_context().get_node_id()
-        ray.nodes()  # type: ignore[no-untyped-call]
-    except Exception:
-        return False
-    return True
+
+def _stop(state_dir: Path, report: Any) -> None:
+    from switchyard.stack import read_stack_info
+    from switchyard.teardown import stack_down
+
+    info = read_stack_info(state_dir)
+    stack_down(state_dir, None, report, recorded_address=info.address if info else None)

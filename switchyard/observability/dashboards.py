@@ -14,8 +14,9 @@ from typing import Any
 
 import yaml
 
+from cluster.metrics_targets import RAY_SD_FILE
 from domain import metric_names as m
-from switchyard.observability import promql as q
+from domain import promql as q
 
 DATASOURCE_UID = "switchyard-prometheus"
 DATASOURCE_VARIABLE = "datasource"
@@ -24,7 +25,6 @@ SCHEMA_VERSION = 39
 PANEL_WIDTH = 12
 PANEL_HEIGHT = 8
 GRID_COLUMNS = 24
-RAY_SD_FILE = "/tmp/ray/prom_metrics_service_discovery.json"
 """Ray links this to the latest session's file; a cluster's own is in its session dir."""
 GRAFANA_DASHBOARDS_DIR = "/var/lib/grafana/dashboards/switchyard"
 

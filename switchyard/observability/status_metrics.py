@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+from cluster.live_stats import ModelLiveStats, query_prometheus, sample_agents
+from cluster.metrics_targets import scrape_targets, service_discovery_file
 from domain.exit_codes import UserInputError
 from domain.status_report import MetricsStatus, ModelLive
-from switchyard.observability.live_stats import ModelLiveStats, query_prometheus, sample_agents
-from switchyard.observability.ray_targets import scrape_targets, service_discovery_file
 
 PROMETHEUS_URL_FILE = "prometheus/url"
 """Written by `switchyard metrics prometheus` while it runs, so `status` can ask it."""
@@ -18,9 +19,15 @@ def recorded_prometheus(state_dir: Path) -> str | None:
     return path.read_text().strip() or None if path.exists() else None
 
 
-def live_metrics(state_dir: Path, prometheus_url: str | None, window_s: float) -> MetricsStatus:
-    """Per-model tok/s and p95 TTFT: from Prometheus when one is given or recorded and
-    answers, else from two scrapes of the metrics agents `window_s` apart (0: skip)."""
+def live_metrics(
+    state_dir: Path,
+    prometheus_url: str | None,
+    window_s: float,
+    manager_samples: Callable[[], MetricsStatus | None] = lambda: None,
+) -> MetricsStatus:
+    """Per-model tok/s and p95 TTFT, from the first source that answers: a Prometheus given
+    or recorded, the manager's own samples, or (`window_s` > 0) two scrapes of the metrics
+    agents `window_s` apart. Nothing waits unless `window_s` asks for it."""
     sd_file = service_discovery_file(state_dir)
     source: str | None = None
     window: float | None = None
@@ -36,6 +43,10 @@ def live_metrics(state_dir: Path, prometheus_url: str | None, window_s: float) -
             continue  # a recorded server that has stopped: fall back to the agents
         source = url
         break
+    if stats is None and window_s == 0:
+        sampled = manager_samples()
+        if sampled is not None:
+            return sampled
     if stats is None and window_s > 0 and sd_file.exists():
         stats = sample_agents(scrape_targets(sd_file), window_s)
         source, window = "ray-metrics-agents", window_s

@@ -1,6 +1,10 @@
 """The cluster inventory through the CLI: `up --inventory FILE` overrides probed values,
 `status` shows every node's hardware (JSON and table, overrides marked), and
-`add --dry-run` reports the weights' real size and each node's disk verdict, changing nothing.
+`add --dry-run` reports the weights' real size and each node's disk verdict, changing
+nothing.
+
+On the fake stack (tests/support/shared_stacks.py): the inventory is the subject, not the
+engines. It only reads the stack.
 """
 
 from __future__ import annotations
@@ -8,41 +12,27 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-from collections.abc import Iterator
+import time
 
 import pytest
 
 from tests.support.running_stack import (
     SWITCHYARD,
     RunningStack,
-    free_port,
     stack_env,
 )
+from tests.support.shared_stacks import API_KEY
+from tests.support.status_load import StatusLoad
 from tests.support.waiting import wait_until
 
 GIB = 2**30
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    state_dir = tmp_path_factory.mktemp("inventory-stack")
-    inventory = state_dir / "inventory.yaml"
-    # The one node is this machine (Ray may report any of its addresses, so it is named by
-    # hostname); the override corrects its RAM and the cache disk.
-    inventory.write_text(
-        f"overrides:\n  - node_name: {socket.gethostname()}\n"
-        "    host_ram_gib: 64\n    disk_free_gib: 500\n"
-    )
-    running = RunningStack(
-        state_dir=state_dir, port=free_port(), ray_port=free_port(), dashboard_port=free_port()
-    )
-    result = running.up("--inventory", str(inventory))
-    try:
-        assert result.returncode == 0, result.stdout + result.stderr
-        yield running
-    finally:
-        running.down()
-        wait_until(lambda: not running.processes(), 60, message="Ray processes left behind")
+def stack(fake_stack: RunningStack) -> RunningStack:
+    """The fake stack, started with shared_stacks.inventory_file's overrides of this node's
+    RAM (64 GiB) and cache disk (500 GiB free)."""
+    return fake_stack
 
 
 def _cli(stack: RunningStack, *args: str) -> subprocess.CompletedProcess[str]:
@@ -89,7 +79,9 @@ def test_status_table_shows_the_inventory(stack: RunningStack) -> None:
 
 def test_add_dry_run_reports_real_size_and_disk_verdict_per_node(stack: RunningStack) -> None:
     before = stack.status()["models"]
-    result = _cli(stack, "add", "miniature:llama", "--name", "mini-llama", "--dry-run", "--json")
+    result = _cli(
+        stack, "add", "miniature:llama", "--name", "mini-llama-dry", "--dry-run", "--json"
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     outcome = json.loads(result.stdout)
     assert outcome["outcome"] == "done"
@@ -106,8 +98,30 @@ def test_add_dry_run_reports_real_size_and_disk_verdict_per_node(stack: RunningS
 
 
 def test_add_dry_run_text_names_the_size_and_the_verdict(stack: RunningStack) -> None:
-    result = _cli(stack, "add", "miniature:llama", "--name", "mini-llama", "--dry-run")
+    result = _cli(stack, "add", "miniature:llama", "--name", "mini-llama-dry", "--dry-run")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "weights of miniature:llama:" in result.stdout
     assert "disk: node " in result.stdout
     assert "fits (499.0 GiB usable = 500.0 GiB free - 1.0 GiB reserve" in result.stdout
+
+
+def test_status_answers_at_once_from_the_managers_own_samples(stack: RunningStack) -> None:
+    # No Prometheus runs for this stack and no --window-s is given: `status` waits for no
+    # scrape window; the figures are the manager's own samples of the gateways' counters
+    # (one scrape of every metrics agent every 10 s; the rates between the last two).
+    def sampled() -> dict[str, object] | None:
+        metrics = stack.status()["metrics"]
+        assert isinstance(metrics, dict)
+        models = metrics["models"]
+        assert isinstance(models, list)
+        busy = [m for m in models if m["model"] == "mini-llama" and m["generated_tok_s"] > 0]
+        return metrics if metrics["source"] == "manager" and busy else None
+
+    with StatusLoad(stack.base_url, "small", workers=2, api_key=API_KEY):
+        wait_until(lambda: sampled() is not None, 90, 3, message=lambda: str(stack.status()))
+    started = time.monotonic()
+    metrics = stack.status()["metrics"]
+    seconds = time.monotonic() - started
+    assert isinstance(metrics, dict)
+    assert metrics["source"] == "manager" and metrics["window_s"] > 0, metrics
+    print(f"status --json with the manager's samples: {seconds:.1f} s")

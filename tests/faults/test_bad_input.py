@@ -3,7 +3,8 @@ the endpoint itself, and one vLLM CPU engine): generated and hand-picked malform
 oversized bodies and slow clients get a 4xx or an answer, never a 5xx, the stack keeps
 serving, and the memory of the gateway and the engine replica stays bounded.
 
-One stack for the module; the tests run in file order and the memory check comes last.
+On the suite's real stack (tests/support/shared_stacks.py), which it leaves serving as it
+found it; the tests run in file order and the memory check comes last.
 Every test prints its figures (`FIGURE ...` lines) for RELIABILITY.md.
 """
 
@@ -22,12 +23,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support import shared_stacks
 from tests.support.running_stack import RunningStack
-from tests.support.waiting import wait_until
 
-API_KEY = "sk-bad-input-suite"
-MODEL = "default"
-MAX_MODEL_LEN = 256
+API_KEY = shared_stacks.API_KEY
+MODEL = "small"
+"""The Llama miniature on the real stack (its context: shared_stacks.MAX_MODEL_LEN)."""
+MAX_MODEL_LEN = shared_stacks.MAX_MODEL_LEN
 GATEWAY_PROCESS = "ServeReplica:switchyard-gateway"
 ENGINE_REPLICA_PROCESS = "ServeReplica:model-"
 MAX_GROWTH_MIB = 150
@@ -45,19 +47,8 @@ class Memory:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    running = RunningStack.on_free_ports(
-        tmp_path_factory.mktemp("bad-input-stack"), api_key=API_KEY
-    )
-    result = running.up(
-        "--model", "miniature:llama", "--max-model-len", str(MAX_MODEL_LEN), timeout_s=600
-    )
-    try:
-        assert result.returncode == 0, result.stdout + result.stderr
-        yield running
-    finally:
-        running.down()
-        wait_until(lambda: not running.processes(), 60, message="Ray processes left behind")
+def stack(real_stack: RunningStack) -> RunningStack:
+    return real_stack
 
 
 def _rss_mib(stack: RunningStack) -> dict[str, float]:

@@ -5,6 +5,9 @@ joins, Serve re-places the replica and the manager marks the model READY again.
 
 The head has no accelerator slot, so the model can only live on the worker node that is
 killed, and nothing can host it until the second worker joins ("when capacity allows").
+The model runs on a fake engine replica (`up --fake-engines`): the subject is the node,
+Serve's re-placement and the manager's health watch, and a fake replica is placed, lost and
+re-placed exactly as a vLLM one (a killed vLLM engine is test_serving_faults.py).
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import pytest
 from tests.support.running_stack import SWITCHYARD, free_port, stack_env
 from tests.support.waiting import wait_until
 
-# A multi-raylet cluster with a stack on top: about 3.5 minutes here (RELIABILITY.md).
 # Run alone with: .venv/bin/pytest tests/faults/test_node_loss.py -s
 
 SLOTS = "accel_slot"
@@ -67,7 +69,16 @@ def _cli(state_dir: Path, *args: str, timeout_s: float = 600) -> subprocess.Comp
 def stack(cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int]]:
     state_dir = tmp_path_factory.mktemp("node-loss-stack")
     port = free_port()
-    up = _cli(state_dir, "up", "--detach", "--address", cluster.address, "--port", str(port))
+    up = _cli(
+        state_dir,
+        "up",
+        "--detach",
+        "--fake-engines",
+        "--address",
+        cluster.address,
+        "--port",
+        str(port),
+    )
     try:
         assert up.returncode == 0, up.stdout + up.stderr
         yield state_dir, port
@@ -108,21 +119,22 @@ def _answers(port: int) -> bool:
         return False
 
 
-def _node_hosting(cluster: Any, process_name: str) -> tuple[Any, psutil.Process]:
-    """The process named `process_name` under a worker raylet, and that worker node."""
+def _node_hosting(cluster: Any, command_prefix: str) -> tuple[Any, psutil.Process]:
+    """The process whose command line starts with `command_prefix` under a worker raylet,
+    and that worker node."""
     from ray._private import ray_constants
 
     raylets = {
         node.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid: node
         for node in cluster.worker_nodes
     }
-    for proc in psutil.process_iter(["name"]):
-        if proc.info["name"] != process_name:
+    for proc in psutil.process_iter(["cmdline"]):
+        if not " ".join(proc.info["cmdline"] or []).startswith(command_prefix):
             continue
         for parent in proc.parents():
             if parent.pid in raylets:
                 return raylets[parent.pid], proc
-    raise LookupError(f"no {process_name} under a worker raylet")
+    raise LookupError(f"no {command_prefix} under a worker raylet")
 
 
 def test_a_lost_node_degrades_its_model_until_a_new_node_lets_serve_re_place_it(
@@ -130,12 +142,12 @@ def test_a_lost_node_degrades_its_model_until_a_new_node_lets_serve_re_place_it(
 ) -> None:
     state_dir, port = stack
     assert _ask(port).status_code == 200
-    node, engine = _node_hosting(cluster, "VLLM::EngineCore")
+    node, engine = _node_hosting(cluster, f"ray::ServeReplica:model-{KIMI}-g")
 
     lost_at = time.monotonic()
     cluster.remove_node(node, allow_graceful=False)
-    # A lost machine takes every process with it; the engine runs in its own process group
-    # and would outlive the raylet here.
+    # A lost machine takes every process with it; here the replica could outlive its raylet
+    # for a moment.
     with contextlib.suppress(psutil.NoSuchProcess):
         engine.kill()
     wait_until(lambda: _model_state(state_dir)["state"] == "degraded", 180, 2)

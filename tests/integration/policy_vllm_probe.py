@@ -1,9 +1,7 @@
 """Asks the installed vLLM what it decides about layouts and KV caches; run as a subprocess.
 
-Two modes, each printing one line that starts with REPORT_PREFIX followed by JSON:
+One mode, printing one line that starts with REPORT_PREFIX followed by JSON:
 
-- `kv MODEL_DIR --tp N`: start the real CPU engine and report its KV cache blocks and block size
-  (the engine spawns workers, so it is created under `__main__`).
 - `validators CASES_JSON`: for each (model dir, tp, pp, dp, ep) case, run vLLM's config-level
   validators that need no GPU: `ModelConfig.verify_with_parallel_config` (heads % TP, expert
   parallel needs experts, pipeline support), `ModelConfig.get_num_kv_heads` (KV heads per
@@ -18,32 +16,9 @@ import argparse
 import json
 import socket
 import sys
-import time
 from typing import Any
 
 REPORT_PREFIX = "POLICY_VLLM_PROBE "
-
-
-def kv_report(model_dir: str, tp: int) -> dict[str, Any]:
-    from vllm import LLM
-
-    started = time.monotonic()
-    extra: dict[str, Any] = {"distributed_executor_backend": "mp"} if tp > 1 else {}
-    llm = LLM(
-        model=model_dir,
-        max_model_len=1024,
-        dtype="bfloat16",
-        enforce_eager=True,
-        tensor_parallel_size=tp,
-        seed=0,
-        **extra,
-    )
-    cache = llm.llm_engine.vllm_config.cache_config
-    return {
-        "num_gpu_blocks": cache.num_gpu_blocks,
-        "block_size": cache.block_size,
-        "engine_start_s": round(time.monotonic() - started, 1),
-    }
 
 
 def _free_port() -> int:
@@ -126,17 +101,11 @@ def validators_report(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def main() -> int:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="mode", required=True)
-    kv = sub.add_parser("kv")
-    kv.add_argument("model_dir")
-    kv.add_argument("--tp", type=int, default=1)
     validators = sub.add_parser("validators")
     validators.add_argument("cases_json")
     args = parser.parse_args()
-    if args.mode == "kv":
-        report: Any = kv_report(args.model_dir, args.tp)
-    else:
-        with open(args.cases_json, encoding="utf-8") as handle:
-            report = validators_report(json.load(handle))
+    with open(args.cases_json, encoding="utf-8") as handle:
+        report = validators_report(json.load(handle))
     print(REPORT_PREFIX + json.dumps(report), flush=True)
     return 0
 

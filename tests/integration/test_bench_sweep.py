@@ -1,5 +1,9 @@
-"""`switchyard bench` against a real stack (Ray + Serve + a vLLM CPU engine on the Llama
-miniature), through the CLI, finding the tokenizer from the stack itself.
+"""`switchyard bench` against a stack (Ray + Serve + the gateway; the Llama miniature on a
+fake engine, which counts prompt tokens with the miniature's own tokenizer, as vLLM does),
+through the CLI, finding the tokenizer from the stack itself.
+
+On the fake stack (tests/support/shared_stacks.py); its last test swaps `small` from the
+Llama miniature to a second one (`mini-llama-b`).
 
 Only sanity is asserted (no errors, exact lengths, positive throughput, TTFT within E2E):
 performance numbers belong to benchmarks/, never to tests.
@@ -9,20 +13,21 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support import shared_stacks
 from tests.support.running_stack import (
     SWITCHYARD,
     RunningStack,
     stack_env,
 )
-from tests.support.waiting import wait_until
 
-API_KEY = "test-key-bench"
+API_KEY = shared_stacks.API_KEY
+MODEL = "small"
+"""The Llama miniature (fake engine) on the fake stack: the bench is the subject."""
 INPUT_LEN = 16
 OUTPUT_LEN = 8
 NUM_PROMPTS = 8
@@ -30,16 +35,8 @@ LEVELS = (1, 4)
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    running = RunningStack.on_free_ports(tmp_path_factory.mktemp("bench-stack"), api_key=API_KEY)
-    result = running.up("--model", "miniature:llama")
-    try:
-        assert result.returncode == 0, result.stdout + result.stderr
-        yield running
-    finally:
-        down = running.down()
-        assert down.returncode == 0, down.stdout + down.stderr
-        wait_until(lambda: not running.processes(), 60, message="Ray processes left behind")
+def stack(fake_stack: RunningStack) -> RunningStack:
+    return fake_stack
 
 
 def _bench(stack: RunningStack, *flags: str) -> subprocess.CompletedProcess[str]:
@@ -60,7 +57,7 @@ def sweep(
     out = tmp_path_factory.mktemp("bench-out")
     result = _bench(
         stack,
-        "--model", "default",
+        "--model", MODEL,
         "--api-key", API_KEY,
         "--concurrency", ",".join(str(c) for c in LEVELS),
         "--num-prompts", str(NUM_PROMPTS),
@@ -123,7 +120,7 @@ def test_the_plot_is_a_png(sweep: Any) -> None:
 
 def test_a_wrong_api_key_stops_at_the_warm_up_with_the_reason(stack: RunningStack) -> None:
     result = _bench(
-        stack, "--model", "default", "--api-key", "wrong", "--concurrency", "1",
+        stack, "--model", MODEL, "--api-key", "wrong", "--concurrency", "1",
         "--num-prompts", "1", "--input-len", "4", "--output-len", "2",
     )  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr
@@ -138,7 +135,7 @@ def test_a_load_through_a_hot_swap_fails_nothing_and_reports_the_swap(
     out = tmp_path / "swap.json"
     result = _bench(
         stack,
-        "--model", "default",
+        "--model", MODEL,
         "--api-key", API_KEY,
         "--concurrency", "4",
         "--num-prompts", str(NUM_PROMPTS),

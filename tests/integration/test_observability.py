@@ -4,7 +4,8 @@ scraping Ray's metrics agents through the service-discovery file) has data for e
 expression of every dashboard panel and annotation; the swap's metrics name both models and
 every phase; `switchyard status` reports tok/s and p95 TTFT per model.
 
-One stack is shared by the module; the tests run in file order.
+The traffic and the swap are the story's (tests/support/story_swap.py, on the suite's real
+stack: Kimi -> MiniMax under load), which Prometheus scraped from before the load began.
 """
 
 from __future__ import annotations
@@ -12,28 +13,27 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import threading
 import time
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import openai
 import pytest
 
+from domain import promql
 from domain.metric_names import (
     LAST_SWAP_PHASE_SECONDS,
     MODEL_STATE,
     SWAP_IN_PROGRESS,
 )
 from switchyard.commands.metrics import DEBIAN_PROMETHEUS
-from switchyard.observability import promql
 from switchyard.observability.dashboards import every_expression
 from tests.support.recording_http import Answer, recording_server
 from tests.support.running_stack import SWITCHYARD, RunningStack, free_port, stack_env
+from tests.support.shared_stacks import KIMI, MINIMAX
+from tests.support.story_swap import StorySwap, prometheus_ready
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(
@@ -42,12 +42,6 @@ pytestmark = pytest.mark.skipif(
     "`prometheus` where apt is usable)",
 )
 
-KIMI = "mini-kimi-k2.5"
-LLAMA = "mini-llama"
-# Ray's agents export every 10 s; Prometheus scrapes every 2 s here. Two exports plus a
-# scrape are enough for any series to show up.
-EXPORT_WAIT_S = 25
-
 
 @dataclass
 class Observed:
@@ -55,6 +49,19 @@ class Observed:
     prometheus_url: str
     started_at: float
     swap_log: str
+
+
+@pytest.fixture(scope="module")
+def observed(story_swap: StorySwap) -> Observed:
+    """The story's swap (Kimi -> MiniMax under load) as Prometheus recorded it."""
+    assert story_swap.job.returncode == 0, story_swap.job.stdout + story_swap.job.stderr
+    assert KIMI in story_swap.answered and MINIMAX in story_swap.answered, story_swap.answered
+    return Observed(
+        story_swap.stack,
+        story_swap.prometheus_url,
+        story_swap.started_at,
+        story_swap.job.stdout + story_swap.job.stderr,
+    )
 
 
 def _query_range(url: str, expr: str, start: float, end: float) -> list[dict[str, Any]]:
@@ -66,94 +73,6 @@ def _query_range(url: str, expr: str, start: float, end: float) -> list[dict[str
     assert body["status"] == "success", body
     result: list[dict[str, Any]] = body["data"]["result"]
     return result
-
-
-def _traffic(stack: RunningStack, stop: threading.Event, answered: list[str]) -> None:
-    client = openai.OpenAI(base_url=stack.base_url, api_key="x", max_retries=0, timeout=600)
-    while not stop.is_set():
-        stream = client.chat.completions.create(
-            model="default",
-            messages=[{"role": "user", "content": "Count: one two three"}],
-            max_tokens=12,
-            stream=True,
-        )
-        model = ""
-        for chunk in stream:
-            model = chunk.model
-        client.completions.create(model="default", prompt="Hello there", max_tokens=6)
-        answered.append(model)
-
-
-@pytest.fixture(scope="module")
-def observed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Observed]:
-    stack = RunningStack.on_free_ports(tmp_path_factory.mktemp("observability-stack"))
-    prometheus: subprocess.Popen[str] | None = None
-    try:
-        result = stack.up()
-        assert result.returncode == 0, result.stdout + result.stderr
-        port = free_port()
-        prometheus = subprocess.Popen(
-            [
-                SWITCHYARD,
-                "metrics",
-                "prometheus",
-                "--port",
-                str(port),
-                "--scrape-interval-s",
-                "2",
-                "--state-dir",
-                str(stack.state_dir),
-            ],
-            env=stack_env(stack.state_dir),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        url = f"http://127.0.0.1:{port}"
-        wait_until(lambda: _ready(url), 60, message="Prometheus did not start")
-        started_at = time.time()
-        stop, answered = threading.Event(), list[str]()
-        load = threading.Thread(target=_traffic, args=(stack, stop, answered), daemon=True)
-        load.start()
-        time.sleep(10)
-        swap = subprocess.run(
-            [
-                SWITCHYARD,
-                "swap",
-                KIMI,
-                "miniature:llama",
-                "--name",
-                LLAMA,
-                "--state-dir",
-                str(stack.state_dir),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=900,
-            env=stack_env(stack.state_dir),
-            check=False,
-        )
-        assert swap.returncode == 0, swap.stdout + swap.stderr
-        time.sleep(EXPORT_WAIT_S)
-        stop.set()
-        load.join(timeout=120)
-        assert KIMI in answered and LLAMA in answered, answered
-        time.sleep(EXPORT_WAIT_S)
-        yield Observed(stack, url, started_at, swap.stdout + swap.stderr)
-    finally:
-        if prometheus is not None:
-            prometheus.send_signal(signal.SIGTERM)
-            prometheus.wait(timeout=60)
-        stack.down()
-        wait_until(lambda: not stack.processes(), 60, message="Ray processes left behind")
-
-
-def _ready(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as reply:
-            return bool(reply.status == 200)
-    except OSError:
-        return False
 
 
 def test_metrics_prometheus_scrapes_what_the_sd_file_lists_until_sigterm(tmp_path: Path) -> None:
@@ -172,7 +91,7 @@ def test_metrics_prometheus_scrapes_what_the_sd_file_lists_until_sigterm(tmp_pat
         server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         url = f"http://127.0.0.1:{port}"
         try:
-            wait_until(lambda: _ready(url), 60, message="Prometheus did not start")
+            wait_until(lambda: prometheus_ready(url), 60, message="Prometheus did not start")
             assert (tmp_path / "prometheus" / "url").read_text().strip() == url
             wait_until(
                 lambda: bool(_query_range(url, "ray_probe_total", time.time() - 60, time.time())),
@@ -222,13 +141,13 @@ def test_the_swap_shows_both_models_and_every_phase_duration(observed: Observed)
     phases = _query_range(url, LAST_SWAP_PHASE_SECONDS.exported, start, end)
     seen = {(s["metric"]["old"], s["metric"]["new"], s["metric"]["phase"]) for s in phases}
     for phase in ("preflight", "draining", "removing_old", "deploying_new", "switching"):
-        assert (KIMI, LLAMA, phase) in seen, seen
+        assert (KIMI, MINIMAX, phase) in seen, seen
     deploy = next(s for s in phases if s["metric"]["phase"] == "deploying_new")
     assert float(deploy["values"][-1][1]) > 1.0, "starting an engine takes seconds"
     annotations = _query_range(url, f"{SWAP_IN_PROGRESS.exported} > 0", start, end)
-    assert {(a["metric"]["old"], a["metric"]["new"]) for a in annotations} == {(KIMI, LLAMA)}
+    assert (KIMI, MINIMAX) in {(a["metric"]["old"], a["metric"]["new"]) for a in annotations}
     states = _query_range(url, f"{MODEL_STATE.exported} == 1", start, end)
-    assert {KIMI, LLAMA} <= {s["metric"]["model"] for s in states}
+    assert {KIMI, MINIMAX} <= {s["metric"]["model"] for s in states}
 
 
 def test_status_reports_tokens_per_second_and_p95_ttft_per_model(observed: Observed) -> None:
@@ -253,7 +172,7 @@ def test_status_reports_tokens_per_second_and_p95_ttft_per_model(observed: Obser
     assert status["metrics"]["prometheus_service_discovery_file"].endswith(
         "prom_metrics_service_discovery.json"
     )
-    (llama,) = [m for m in status["models"] if m["name"] == LLAMA]
-    assert llama["generated_tok_s"] is not None
+    (minimax,) = [m for m in status["models"] if m["name"] == MINIMAX]
+    assert minimax["generated_tok_s"] is not None
     by_model = {m["model"]: m for m in status["metrics"]["models"]}
-    assert by_model[LLAMA]["ttft_p95_s"] is not None and by_model[LLAMA]["ttft_p95_s"] > 0
+    assert by_model[MINIMAX]["ttft_p95_s"] is not None and by_model[MINIMAX]["ttft_p95_s"] > 0

@@ -1,13 +1,10 @@
-"""The admission policy agrees with the installed vLLM wherever vLLM runs without a GPU.
+"""The admission policy's layout rules agree with the installed vLLM: its config-level
+validators (heads % TP, expert parallel needs experts, KV heads per rank, the fused-MoE
+split, the block-FP8 MoE check) reach the same verdicts as the policy on the real
+MiniMax-M2.5 and Kimi-K2.5 configs and a dense miniature, without starting an engine.
 
-- KV cache: real CPU engines on the miniatures, with a known `VLLM_CPU_KVCACHE_SPACE`, report
-  exactly the token count the policy's KV bytes per token per GPU predicts: GQA at TP=1, GQA
-  with KV heads split over TP=2, and MLA at TP=2 (the latent replicated on both ranks).
-- Layout rules: vLLM's config-level validators (heads % TP, expert parallel needs experts,
-  KV heads per rank, the fused-MoE split, the block-FP8 MoE check) reach the same verdicts
-  as the policy on the real MiniMax-M2.5 and Kimi-K2.5 configs and a dense miniature.
-
-Each probe runs in a subprocess (policy_vllm_probe.py); engines are started once per module.
+The probe runs in a subprocess (policy_vllm_probe.py). The KV cache size the policy
+predicts is checked against real engines in test_engines.py.
 """
 
 from __future__ import annotations
@@ -30,7 +27,7 @@ from policies.layout_rules import (
     fp8_blocks_align,
     kv_heads_split_or_replicate,
 )
-from policies.memory import KvCacheDtype, kv_bytes_per_token_per_gpu, kv_bytes_per_token_per_layer
+from policies.memory import KvCacheDtype, kv_bytes_per_token_per_layer
 from policies.reasons import ReasonCode
 
 PROBE = Path(__file__).with_name("policy_vllm_probe.py")
@@ -74,43 +71,6 @@ def _probe(args: list[str], *, extra_env: dict[str, str] | None = None) -> Any:
     if done.returncode != 0 or len(lines) != 1:
         pytest.fail(f"vLLM probe {args[0]} failed (exit {done.returncode}):\n{output[-6000:]}")
     return json.loads(lines[0][len(REPORT_PREFIX) :])
-
-
-# --- KV cache: real engines on the miniatures ---------------------------------------------
-
-ENGINES = [("llama", 1), ("minimax-m2.5", 2), ("kimi-k2.5", 2)]
-
-
-@pytest.fixture(scope="module")
-def model_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("policy-miniatures")
-
-
-@pytest.fixture(scope="module", params=ENGINES, ids=[f"{n}-tp{tp}" for n, tp in ENGINES])
-def engine(request: pytest.FixtureRequest, model_root: Path) -> tuple[Path, int, dict[str, Any]]:
-    name, tp = request.param
-    if tp > (os.cpu_count() or 1):
-        pytest.skip(f"TP={tp} on the CPU needs {tp} cores")
-    model_dir = model_root / name
-    if not model_dir.exists():
-        write_miniature(name, model_dir)
-    # One OpenMP thread per rank, each bound to its own core (see the shared reference).
-    bind = {"VLLM_CPU_OMP_THREADS_BIND": "|".join(str(i) for i in range(tp))} if tp > 1 else {}
-    report = _probe(["kv", str(model_dir), f"--tp={tp}"], extra_env=bind)
-    return model_dir, tp, report
-
-
-def test_vllm_cpu_kv_cache_holds_what_the_policy_predicts(
-    engine: tuple[Path, int, dict[str, Any]], record_property: Any
-) -> None:
-    model_dir, tp, report = engine
-    spec = load_model_spec(model_dir)
-    per_token = kv_bytes_per_token_per_gpu(spec, Layout(tp=tp), KvCacheDtype.AUTO)
-    block = report["block_size"]
-    predicted_blocks = KV_CACHE_SPACE_GIB * 2**30 // (per_token * block)
-    record_property("kv_bytes_per_token_per_gpu", per_token)
-    record_property("engine_start_s", report["engine_start_s"])
-    assert report["num_gpu_blocks"] == predicted_blocks
 
 
 # --- layout validators --------------------------------------------------------------------

@@ -1,49 +1,29 @@
 """The serving plane on the real stack: Ray + Serve + vLLM CPU engines on two miniatures,
 driven through `switchyard up/status/down` and called with the official `openai` client.
 
-One stack is shared by the whole module (each engine takes 30-60 s to start here). A killed
-engine under load is tests/faults/test_serving_faults.py.
+It runs on the suite's real stack (tests/support/shared_stacks.py: Kimi serving `default`,
+Llama `small`) and only reads it. A killed engine under load is
+tests/faults/test_serving_faults.py.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import openai
 import pytest
 
+from tests.support import shared_stacks
 from tests.support.running_stack import RunningStack
-from tests.support.waiting import wait_until
 
-API_KEY = "test-key-serving-plane"
-KIMI = "mini-kimi-k2.5"
-LLAMA = "mini-llama"
+KIMI, LLAMA = shared_stacks.KIMI, shared_stacks.LLAMA
+API_KEY = shared_stacks.API_KEY
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    state_dir: Path = tmp_path_factory.mktemp("serving-stack")
-    running = RunningStack.on_free_ports(state_dir, api_key=API_KEY)
-    result = running.up(
-        "--model",
-        "miniature:kimi-k2.5",
-        "--model",
-        "miniature:llama",
-        "--alias",
-        "default",
-        "--alias",
-        "small",
-    )
-    try:
-        assert result.returncode == 0, result.stdout + result.stderr
-        yield running
-    finally:
-        down = running.down()
-        assert down.returncode == 0, down.stdout + down.stderr
-        wait_until(lambda: not running.processes(), 60, message="Ray processes left behind")
+def stack(real_stack: RunningStack) -> RunningStack:
+    return real_stack
 
 
 @pytest.fixture(scope="module")

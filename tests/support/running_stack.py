@@ -24,8 +24,8 @@ def free_port() -> int:
         return port
 
 
-def stack_env(state_dir: Path) -> dict[str, str]:
-    env = dict(os.environ)
+def stack_env(state_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {**os.environ, **(extra or {})}
     env["SWITCHYARD_HOME"] = str(state_dir)
     env["HF_HUB_OFFLINE"] = "1"
     env.pop("RAY_ADDRESS", None)
@@ -39,6 +39,8 @@ class RunningStack:
     ray_port: int
     dashboard_port: int
     api_key: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment of `up` (so of the Ray head it starts, and every process in it)."""
     log: list[str] = field(default_factory=list)
 
     @classmethod
@@ -78,7 +80,7 @@ class RunningStack:
             capture_output=True,
             text=True,
             timeout=timeout_s,
-            env=stack_env(self.state_dir),
+            env=stack_env(self.state_dir, self.env),
             check=False,
         )
         self.log.append(result.stdout + result.stderr)

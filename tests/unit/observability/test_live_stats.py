@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from domain.exit_codes import UserInputError
-from switchyard.observability.live_stats import (
+from cluster.live_stats import (
     between,
     bucket_quantile,
     parse_exposition,
     query_prometheus,
     scrape_agents,
 )
-from switchyard.observability.ray_targets import scrape_targets, service_discovery_file
+from cluster.metrics_targets import scrape_targets, service_discovery_file
+from domain.exit_codes import UserInputError
 from switchyard.observability.status_metrics import live_metrics
 from tests.support.recording_http import Answer, recording_server
 

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 from cluster.ray_runtime import LOCAL_HEAD_MARKER
-from switchyard.observability.dashboards import RAY_SD_FILE
 
 SD_FILE_NAME = "prom_metrics_service_discovery.json"
+RAY_SD_FILE = f"/tmp/ray/{SD_FILE_NAME}"
+"""Ray's link to the newest session's file."""
 
 
 def service_discovery_file(state_dir: Path) -> Path:

@@ -1,7 +1,10 @@
-"""Real vLLM (the CPU build) loads each miniature and generates from it.
+"""Real vLLM (the CPU build) loads each miniature, generates from it, and holds in its KV
+cache exactly what the admission policy predicts.
 
-Each miniature gets one engine, started once in a subprocess (the CPU engine spawns workers, so
-it must be created under `__main__`), and every test of that miniature reads the same report.
+Each miniature gets one engine, started once in a subprocess (the CPU engine spawns workers,
+so it must be created under `__main__`), and every test of that miniature reads the same
+report: the Llama miniature at TP=1 (GQA), MiniMax's at TP=2 (GQA with the KV heads split
+over the ranks) and Kimi's at TP=2 (MLA: the latent replicated on both ranks).
 """
 
 from __future__ import annotations
@@ -19,9 +22,13 @@ from typing import Any
 import pytest
 
 from cluster.miniature import MINIATURES, write_miniature
+from policies.hf_config import load_model_spec
+from policies.layout import Layout
+from policies.memory import KvCacheDtype, kv_bytes_per_token_per_gpu
 
-PROBE = Path(__file__).with_name("vllm_miniature_probe.py")
-REPORT_PREFIX = "MINIATURE_PROBE_REPORT "
+PROBE = Path(__file__).with_name("engine_probe.py")
+REPORT_PREFIX = "ENGINE_PROBE_REPORT "
+TP = {"llama": 1, "minimax-m2.5": 2, "kimi-k2.5": 2}
 KV_CACHE_SPACE_GIB = 1
 MAX_MODEL_LEN = 1024
 TOKENS = 16
@@ -44,6 +51,8 @@ pytestmark = pytest.mark.skipif(
 @dataclass(frozen=True)
 class EngineReport:
     name: str
+    tp: int
+    model_dir: Path
     config: dict[str, Any]
     probe: dict[str, Any]
     logged_kv_cache_tokens: int
@@ -57,7 +66,12 @@ def model_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module", params=tuple(MINIATURES))
 def engine(request: pytest.FixtureRequest, model_root: Path) -> EngineReport:
     name: str = request.param
+    tp = TP[name]
+    if tp > (os.cpu_count() or 1):
+        pytest.skip(f"TP={tp} on the CPU needs {tp} cores")
     model_dir = write_miniature(name, model_root / name)
+    # One OpenMP thread per rank, each bound to its own core.
+    bind = {"VLLM_CPU_OMP_THREADS_BIND": "|".join(str(i) for i in range(tp))} if tp > 1 else {}
     env = dict(
         os.environ,
         VLLM_CPU_KVCACHE_SPACE=str(KV_CACHE_SPACE_GIB),
@@ -65,6 +79,7 @@ def engine(request: pytest.FixtureRequest, model_root: Path) -> EngineReport:
         TRANSFORMERS_OFFLINE="1",
         VLLM_NO_USAGE_STATS="1",
         DO_NOT_TRACK="1",
+        **bind,
     )
     # Eager mode skips torch.compile, which would add about a minute per engine on 2 cores.
     command = [
@@ -73,6 +88,7 @@ def engine(request: pytest.FixtureRequest, model_root: Path) -> EngineReport:
         str(model_dir),
         f"--max-model-len={MAX_MODEL_LEN}",
         f"--tokens={TOKENS}",
+        f"--tp={tp}",
         "--enforce-eager",
     ]
     done = subprocess.run(
@@ -87,6 +103,8 @@ def engine(request: pytest.FixtureRequest, model_root: Path) -> EngineReport:
     assert logged is not None, output[-6000:]
     report = EngineReport(
         name=name,
+        tp=tp,
+        model_dir=model_dir,
         config=json.loads((model_dir / "config.json").read_text()),
         probe=json.loads(report_lines[0][len(REPORT_PREFIX) :]),
         logged_kv_cache_tokens=int(logged.group(1).replace(",", "")),
@@ -96,13 +114,15 @@ def engine(request: pytest.FixtureRequest, model_root: Path) -> EngineReport:
     return report
 
 
-def kv_bytes_per_token(config: dict[str, Any]) -> int:
-    """What one token costs in the KV cache at BF16, from the config alone."""
+def kv_bytes_per_token(config: dict[str, Any], tp: int) -> int:
+    """What one token costs in one rank's KV cache at BF16, from the config alone."""
     layers = int(config["num_hidden_layers"])
-    if "kv_lora_rank" in config:  # MLA: one latent vector plus the rotary key per layer
+    if "kv_lora_rank" in config:  # MLA: one latent vector plus the rotary key per layer,
+        # the same on every rank (replicated, not split)
         return layers * (int(config["kv_lora_rank"]) + int(config["qk_rope_head_dim"])) * 2
     head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
-    return 2 * layers * int(config["num_key_value_heads"]) * int(head_dim) * 2
+    heads_per_rank = max(1, int(config["num_key_value_heads"]) // tp)
+    return 2 * layers * heads_per_rank * int(head_dim) * 2
 
 
 def test_vllm_generates_the_requested_tokens_from_each_miniature(engine: EngineReport) -> None:
@@ -120,7 +140,7 @@ def test_the_kv_cache_holds_the_space_given_over_the_configs_bytes_per_token(
     engine: EngineReport, record_property: Any
 ) -> None:
     block_size = engine.probe["block_size"]
-    bytes_per_token = kv_bytes_per_token(engine.config)
+    bytes_per_token = kv_bytes_per_token(engine.config, engine.tp)
     expected_blocks = KV_CACHE_SPACE_GIB * 2**30 // bytes_per_token // block_size
     record_property("kv_bytes_per_token", bytes_per_token)
     record_property("kv_cache_tokens", engine.probe["kv_cache_tokens"])
@@ -128,3 +148,14 @@ def test_the_kv_cache_holds_the_space_given_over_the_configs_bytes_per_token(
     assert engine.probe["num_gpu_blocks"] == expected_blocks
     assert engine.probe["kv_cache_tokens"] == expected_blocks * block_size
     assert engine.logged_kv_cache_tokens == engine.probe["kv_cache_tokens"]
+
+
+def test_vllm_cpu_kv_cache_holds_what_the_policy_predicts(
+    engine: EngineReport, record_property: Any
+) -> None:
+    spec = load_model_spec(engine.model_dir)
+    per_token = kv_bytes_per_token_per_gpu(spec, Layout(tp=engine.tp), KvCacheDtype.AUTO)
+    block = engine.probe["block_size"]
+    predicted_blocks = KV_CACHE_SPACE_GIB * 2**30 // (per_token * block)
+    record_property("kv_bytes_per_token_per_gpu", per_token)
+    assert engine.probe["num_gpu_blocks"] == predicted_blocks

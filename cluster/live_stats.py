@@ -16,13 +16,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from domain import promql
 from domain.metric_names import (
     GATEWAY_GENERATED_TOKENS,
     GATEWAY_PROMPT_TOKENS,
     GATEWAY_REQUESTS,
     GATEWAY_TTFT,
 )
-from switchyard.observability import promql
 
 QUANTILE = 0.95
 

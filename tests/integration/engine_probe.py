@@ -1,4 +1,5 @@
-"""Starts real vLLM on one miniature and prints one JSON report line; run as a subprocess.
+"""Starts real vLLM on one miniature (at a given TP) and prints one JSON report line; run as
+a subprocess.
 
 vLLM's CPU engine spawns workers, so the engine must be created under `__main__`; the test
 module runs this file with the test interpreter and reads the line starting with REPORT_PREFIX.
@@ -12,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-REPORT_PREFIX = "MINIATURE_PROBE_REPORT "
+REPORT_PREFIX = "ENGINE_PROBE_REPORT "
 
 
 def main() -> int:
@@ -21,17 +22,22 @@ def main() -> int:
     parser.add_argument("--max-model-len", type=int, default=1024)
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--enforce-eager", action="store_true")
+    parser.add_argument("--tp", type=int, default=1)
     args = parser.parse_args()
 
     from vllm import LLM, SamplingParams
 
     started = time.monotonic()
+    # The CPU platform refuses vLLM's Ray executor; TP ranks run as processes.
+    extra: dict[str, Any] = {"distributed_executor_backend": "mp"} if args.tp > 1 else {}
     llm = LLM(
         model=args.model_dir,
         max_model_len=args.max_model_len,
         dtype="bfloat16",
         seed=0,
         enforce_eager=args.enforce_eager,
+        tensor_parallel_size=args.tp,
+        **extra,
     )
     engine_start_s = time.monotonic() - started
     params = SamplingParams(max_tokens=args.tokens, ignore_eos=True, temperature=0.0)

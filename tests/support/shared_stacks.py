@@ -1,0 +1,90 @@
+"""The two stacks the suite shares across modules, started once per session.
+
+- the real stack: Ray, Serve, the gateway and vLLM CPU engines on the Kimi and Llama
+  miniatures (Kimi serves `default`, Llama `small`). For tests whose subject is the engine
+  or the whole real path: serving, bad input against the engine, secure defaults,
+  observability, the story's hot swap under load, a killed engine.
+- the fake stack: the same models and aliases on fake engine replicas (`up --fake-engines`,
+  starting in a second), two gateway replicas and an inventory file. For tests whose
+  subject is the gateway, routing, holds, status, inventory or fleet operations.
+
+Modules that change a stack (swaps, kills) run after those that only read it; the order is
+tests/conftest.py's `MODULE_ORDER`. Each stack's state after each changing module is
+written down in that module's docstring.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+from tests.support.running_stack import RunningStack
+from tests.support.waiting import wait_until
+
+API_KEY = "sk-switchyard-suite"
+"""Every shared stack's endpoint key (tests send it; `wrong-key` tests send another)."""
+KIMI = "mini-kimi-k2.5"
+LLAMA = "mini-llama"
+MINIMAX = "mini-minimax-m2.5"
+MAX_MODEL_LEN = 256
+"""The real stack's engines' context: small, so too-long requests are cheap to make."""
+
+
+def _models() -> tuple[str, ...]:
+    return (
+        "--model",
+        "miniature:kimi-k2.5",
+        "--model",
+        "miniature:llama",
+        "--alias",
+        "default",
+        "--alias",
+        "small",
+    )
+
+
+def inventory_file(state_dir: Path) -> Path:
+    """Overrides of this node's probed RAM and cache disk, named by hostname (Ray may report
+    any of the machine's addresses)."""
+    path = state_dir / "inventory.yaml"
+    path.write_text(
+        f"overrides:\n  - node_name: {socket.gethostname()}\n"
+        "    host_ram_gib: 64\n    disk_free_gib: 500\n"
+    )
+    return path
+
+
+def real_up_args() -> tuple[str, ...]:
+    return (*_models(), "--max-model-len", str(MAX_MODEL_LEN))
+
+
+def fake_up_args(state_dir: Path) -> tuple[str, ...]:
+    # Two gateway replicas: the killed-gateway test needs a second one to keep the port.
+    return (
+        "--fake-engines",
+        *_models(),
+        "--inventory",
+        str(inventory_file(state_dir)),
+        "--gateway-replicas",
+        "2",
+    )
+
+
+METRICS_REPORT_INTERVAL_MS = 2000
+"""Ray's metric export period on the shared stacks (default 10 s): Prometheus and the
+manager's samples see a change within seconds, so tests wait less for them."""
+
+
+def serving(state_dir: Path, up_args: tuple[str, ...]) -> Iterator[RunningStack]:
+    """Start a stack with `up_args`, yield it, then stop it and check nothing is left."""
+    running = RunningStack.on_free_ports(state_dir, api_key=API_KEY)
+    running.env["RAY_metrics_report_interval_ms"] = str(METRICS_REPORT_INTERVAL_MS)
+    try:
+        result = running.up(*up_args)
+        assert result.returncode == 0, result.stdout + result.stderr
+        yield running
+    finally:
+        down = running.down()
+        assert down.returncode == 0, down.stdout + down.stderr
+        wait_until(lambda: not running.processes(), 60, message="Ray processes left behind")
