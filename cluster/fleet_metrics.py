@@ -1,7 +1,7 @@
 """What the fleet manager measures: model states, operations and their phases, admission
 decisions, and accelerators and disk per node.
 
-`FleetManager` reports through `FleetMetrics`; `RayFleetMetrics` records into Ray's metrics
+The fleet engine reports through `FleetMetrics`; `RayFleetMetrics` records into Ray's metrics
 pipeline from the manager actor, `RecordingFleetMetrics` keeps it in memory for tests.
 """
 

@@ -87,10 +87,12 @@ def run_operation(address: str, request: OperationRequest, *, as_json: bool = Fa
     if not as_json:
         import ray
 
-        # Which cluster and manager answered: several Ray clusters can share one machine.
+        # Which cluster and manager answered: several Ray clusters can share one machine. A
+        # head started for 127.0.0.1 advertises the machine's address (docs/security.md).
         gcs = ray.get_runtime_context().gcs_address
         identity = ray.get(manager.identity.remote())
-        print(f"connected to Ray at {gcs} (manager {identity[:12]})", flush=True)
+        seen = address if gcs == address else f"{address} (it advertises {gcs})"
+        print(f"connected to Ray at {seen} (manager {identity[:12]})", flush=True)
     result = follow_operation(manager, request, None if as_json else _print_event)
     if result is None:
         print(

@@ -241,9 +241,24 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+DISCONNECT_TIMEOUT_S = 10.0
+
+
 def _stop(state_dir: Path, report: Any) -> None:
+    """Stop the stack. This process leaves the cluster first: a Ray driver whose cluster
+    is gone would wait out Ray's GCS timeout (a minute) at exit."""
+    from cluster.ray_runtime import disconnect
     from switchyard.stack import read_stack_info
     from switchyard.teardown import stack_down
 
+    leaving = threading.Thread(target=disconnect, daemon=True)
+    leaving.start()
+    leaving.join(DISCONNECT_TIMEOUT_S)
     info = read_stack_info(state_dir)
     stack_down(state_dir, None, report, recorded_address=info.address if info else None)
+    if leaving.is_alive():
+        # Interrupted inside a Ray call, the driver could not leave; its cluster is gone
+        # now, so skip Ray's exit hooks rather than wait on them.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)

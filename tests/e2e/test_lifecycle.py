@@ -81,7 +81,12 @@ class Foreground:
         assert text in self.output, self.output[-3000:]
 
     def wait(self, timeout_s: float) -> int:
-        code = self.process.wait(timeout=timeout_s)
+        try:
+            code = self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"`up` still runs {timeout_s:g} s later:\n{self.output[-3000:]}"
+            ) from None
         self._reader.join(5)
         return code
 

@@ -28,31 +28,17 @@ from cluster.journal import Journal
 from cluster.manager_settings import ManagerSettings
 from cluster.staging.errors import StagingError
 from domain.app_name import AppName
-from domain.deployment_config import AcceleratorConfig, EngineConfig, ModelDeploymentConfig
 from domain.fleet_state import FleetState
 from domain.model_state import ModelState
 from domain.operation import Outcome
 from domain.operation_request import SwapRequest
+from tests.support.fleet_configs import CPU, OLD, new_model
 from tests.support.memory_cluster import Killed, KillingJournal, KillSwitch, MemoryServe
 
 from .serve_standin import standin_ports
 
-CPU = AcceleratorConfig(kind="cpu")
-OLD = ModelDeploymentConfig(
-    name="mini-old",
-    source="miniature:llama",
-    aliases=("default",),
-    accelerator=CPU,
-    engine=EngineConfig(enforce_eager=True, max_model_len=512),
-)
-# NEW differs from OLD in an engine setting, so a restart that rebuilds NEW's record from
-# OLD's config is caught.
-NEW = ModelDeploymentConfig(
-    name="mini-new",
-    source="miniature:llama",
-    accelerator=CPU,
-    engine=EngineConfig(enforce_eager=True, max_model_len=256),
-)
+# The same miniature as OLD: staging it is real, and done once for the module.
+NEW = new_model("miniature:llama")
 OLD_APP = AppName(OLD.name, 1)
 
 

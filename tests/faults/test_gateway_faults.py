@@ -22,7 +22,7 @@ import pytest
 
 from tests.support import shared_stacks
 from tests.support.running_stack import RunningStack, stack_env
-from tests.support.status_load import RequestOutcome, StatusLoad
+from tests.support.status_load import StatusLoad, describe_failures
 from tests.support.waiting import wait_until
 
 GATEWAY_PROCESS = "ServeReplica:switchyard-gateway"
@@ -32,13 +32,6 @@ HANG_S = 90.0
 request sent just before Serve's health check notices the dead engine can wait for that
 check, up to about a minute on this 2-core machine.)"""
 API_KEY = shared_stacks.API_KEY
-
-
-def _serving_default(stack: RunningStack) -> str:
-    """The model `default` points at now (it moves with the suite's swaps)."""
-    aliases = stack.status()["aliases"]
-    assert isinstance(aliases, dict)
-    return str(aliases["default"])
 
 
 SOAK_MODEL = "mini-llama-soak"
@@ -58,16 +51,6 @@ def _gateway_replicas(stack: RunningStack) -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             continue
     return found
-
-
-def _first_success_after(outcomes: list[RequestOutcome], moment: float) -> float | None:
-    """End time of the first successful request sent after `moment`."""
-    ends = [o.ended for o in outcomes if o.ok and o.started > moment]
-    return min(ends) if ends else None
-
-
-def _describe(outcomes: list[RequestOutcome]) -> str:
-    return "; ".join(f"{o.status} {o.error}" for o in outcomes if not o.ok)[:2000]
 
 
 def test_a_killed_gateway_replica_leaves_the_other_serving_and_is_replaced(
@@ -100,7 +83,7 @@ def test_a_killed_gateway_replica_leaves_the_other_serving_and_is_replaced(
     # The other replica kept the port: everything sent after the kill was served, also
     # while Serve was still starting the replacement.
     after = [o for o in outcomes if o.started > killed_at + 1.0]
-    assert after and all(o.ok for o in after), _describe(after)
+    assert after and all(o.ok for o in after), describe_failures(after)
     during = [o for o in after if o.started < killed_at + replaced_s]
     in_flight = [o for o in outcomes if o.started < killed_at < o.ended]
     statuses = sorted({str(o.status) for o in failed})
@@ -131,7 +114,7 @@ def test_a_short_soak_with_a_swap_loses_no_request(stack: RunningStack, tmp_path
             "--api-key",
             API_KEY,
             "--swap-old",
-            _serving_default(stack),
+            stack.default_model(),
             "--swap-source",
             "miniature:llama",
             "--swap-name",

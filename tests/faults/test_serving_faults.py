@@ -18,7 +18,7 @@ import pytest
 
 from tests.support import shared_stacks
 from tests.support.running_stack import RunningStack
-from tests.support.status_load import RequestOutcome, StatusLoad
+from tests.support.status_load import StatusLoad, describe_failures, first_success_after
 from tests.support.waiting import wait_until
 
 GATEWAY_PROCESS = "ServeReplica:switchyard-gateway"
@@ -30,32 +30,15 @@ check, up to about a minute on this 2-core machine.)"""
 API_KEY = shared_stacks.API_KEY
 
 
-def _serving_default(stack: RunningStack) -> str:
-    """The model `default` points at now (it moves with the suite's swaps)."""
-    aliases = stack.status()["aliases"]
-    assert isinstance(aliases, dict)
-    return str(aliases["default"])
-
-
 @pytest.fixture(scope="module")
 def stack(real_stack: RunningStack) -> RunningStack:
     return real_stack
 
 
-def _first_success_after(outcomes: list[RequestOutcome], moment: float) -> float | None:
-    """End time of the first successful request sent after `moment`."""
-    ends = [o.ended for o in outcomes if o.ok and o.started > moment]
-    return min(ends) if ends else None
-
-
-def _describe(outcomes: list[RequestOutcome]) -> str:
-    return "; ".join(f"{o.status} {o.error}" for o in outcomes if not o.ok)[:2000]
-
-
 def test_an_engine_killed_under_load_gives_503_or_completion_and_is_replaced(
     stack: RunningStack,
 ) -> None:
-    serving = _serving_default(stack)
+    serving = stack.default_model()
     old_engine = stack.engine_process(serving)
     with StatusLoad(stack.base_url, "default", workers=8, api_key=API_KEY) as load:
         wait_until(lambda: sum(o.ok for o in load.snapshot()) >= 8, 120)
@@ -63,12 +46,12 @@ def test_an_engine_killed_under_load_gives_503_or_completion_and_is_replaced(
         old_engine.kill()
 
         def recovered() -> bool:
-            return _first_success_after(load.snapshot(), killed_at + 1) is not None
+            return first_success_after(load.snapshot(), killed_at + 1) is not None
 
-        wait_until(recovered, 420, 1, message=lambda: _describe(load.snapshot())[-1500:])
+        wait_until(recovered, 420, 1, message=lambda: describe_failures(load.snapshot())[-1500:])
         time.sleep(10)  # steady again: requests after recovery all succeed
     outcomes = load.stop()
-    recovery_s = (_first_success_after(outcomes, killed_at + 1) or 0) - killed_at
+    recovery_s = (first_success_after(outcomes, killed_at + 1) or 0) - killed_at
 
     assert all(not o.timed_out and o.seconds < HANG_S for o in outcomes), "a request hung"
     in_flight = [o for o in outcomes if o.started < killed_at < o.ended]
@@ -92,7 +75,7 @@ def test_an_engine_killed_under_load_gives_503_or_completion_and_is_replaced(
 
     wait_until(replaced, 60, message="the replica was replaced by one with a new engine")
     late = [o for o in outcomes if o.started > killed_at + recovery_s + 2]
-    assert late and all(o.ok for o in late), _describe(late)
+    assert late and all(o.ok for o in late), describe_failures(late)
     lost_in_flight = sum(1 for o in in_flight if not o.ok)
     refused = sum(1 for o in after if o.status == 503)
     slowest = max(outcomes, key=lambda o: o.seconds)

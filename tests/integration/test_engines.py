@@ -15,7 +15,6 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from cluster.miniature import MINIATURES, write_miniature
 from policies.hf_config import load_model_spec
 from policies.layout import Layout
 from policies.memory import KvCacheDtype, kv_bytes_per_token_per_gpu
+from tests.support.vllm_cpu import needs_vllm_cpu
 
 PROBE = Path(__file__).with_name("engine_probe.py")
 REPORT_PREFIX = "ENGINE_PROBE_REPORT "
@@ -35,17 +35,7 @@ TOKENS = 16
 CHAT_PROMPT = "<|im_start|>user\nHello, which model are you?<|im_end|>\n<|im_start|>assistant\n"
 
 
-def _has_vllm_cpu() -> bool:
-    try:
-        metadata.distribution("vllm-cpu")
-    except metadata.PackageNotFoundError:
-        return False
-    return True
-
-
-pytestmark = pytest.mark.skipif(
-    not _has_vllm_cpu(), reason="needs the vllm-cpu build (these tests run the CPU engine)"
-)
+pytestmark = needs_vllm_cpu
 
 
 @dataclass(frozen=True)

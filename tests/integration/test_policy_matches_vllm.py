@@ -13,7 +13,7 @@ import json
 import os
 import subprocess
 import sys
-from importlib import metadata, resources
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -29,23 +29,14 @@ from policies.layout_rules import (
 )
 from policies.memory import KvCacheDtype, kv_bytes_per_token_per_layer
 from policies.reasons import ReasonCode
+from tests.support.vllm_cpu import needs_vllm_cpu
 
 PROBE = Path(__file__).with_name("policy_vllm_probe.py")
 REPORT_PREFIX = "POLICY_VLLM_PROBE "
 KV_CACHE_SPACE_GIB = 1
 
 
-def _has_vllm_cpu() -> bool:
-    try:
-        metadata.distribution("vllm-cpu")
-    except metadata.PackageNotFoundError:
-        return False
-    return True
-
-
-pytestmark = pytest.mark.skipif(
-    not _has_vllm_cpu(), reason="needs the vllm-cpu build (these tests run vLLM on the CPU)"
-)
+pytestmark = needs_vllm_cpu
 
 
 def _probe(args: list[str], *, extra_env: dict[str, str] | None = None) -> Any:

@@ -99,6 +99,12 @@ class RunningStack:
         status: dict[str, object] = json.loads(result.stdout)
         return status
 
+    def default_model(self) -> str:
+        """The model the `default` alias points at now (the suite's swaps move it)."""
+        aliases = self.status()["aliases"]
+        assert isinstance(aliases, dict)
+        return str(aliases["default"])
+
     def down(self) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [SWITCHYARD, "down", "--state-dir", str(self.state_dir)],

@@ -37,6 +37,16 @@ class RequestOutcome:
         return self.ended - self.started
 
 
+def first_success_after(outcomes: list[RequestOutcome], moment: float) -> float | None:
+    """End time of the first successful request sent after `moment`."""
+    ends = [o.ended for o in outcomes if o.ok and o.started > moment]
+    return min(ends) if ends else None
+
+
+def describe_failures(outcomes: list[RequestOutcome]) -> str:
+    return "; ".join(f"{o.status} {o.error}" for o in outcomes if not o.ok)[:2000]
+
+
 class StatusLoad:
     """`workers` threads calling `model` back to back until stopped; half of them stream."""
 

@@ -50,3 +50,10 @@ def test_a_ray_event_printed_meanwhile_goes_to_stderr_not_into_the_document(
     assert document["schema_version"] == SCHEMA_VERSION
     assert StatusReport.model_validate(document).address == "127.0.0.1:6379"
     assert "marked dead" in err and "after the document" in err
+
+
+def test_status_waits_for_no_scrape_window_by_default() -> None:
+    from switchyard.cli import build_parser
+
+    args = build_parser().parse_args(["status"])
+    assert args.window_s == 0

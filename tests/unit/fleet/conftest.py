@@ -11,25 +11,11 @@ from cluster.fleet_engine import FleetEngine
 from cluster.fleet_metrics import RecordingFleetMetrics
 from cluster.journal import Journal
 from cluster.manager_settings import ManagerSettings
-from domain.deployment_config import AcceleratorConfig, EngineConfig, ModelDeploymentConfig
+from tests.support.fleet_configs import CPU, new_model
 from tests.support.memory_cluster import FakeClock, KillingJournal, MemoryCluster
 
-CPU = AcceleratorConfig(kind="cpu")
-OLD = ModelDeploymentConfig(
-    name="mini-old",
-    source="miniature:llama",
-    aliases=("default",),
-    accelerator=CPU,
-    engine=EngineConfig(enforce_eager=True, max_model_len=512),
-)
-# NEW differs from OLD in an engine setting, so a restart that rebuilds NEW's record from
-# OLD's config is caught.
-NEW = ModelDeploymentConfig(
-    name="mini-new",
-    source="miniature:llama-new",
-    accelerator=CPU,
-    engine=EngineConfig(enforce_eager=True, max_model_len=256),
-)
+# NEW's source differs from OLD's, so what is staged tells the two apart.
+NEW = new_model("miniature:llama-new")
 
 
 @dataclass

@@ -14,7 +14,8 @@ from domain.deployment_config import ModelDeploymentConfig
 from domain.model_state import ModelState
 from domain.operation import OperationKind, OperationResult, Outcome, SwapPhase
 from domain.operation_request import AddRequest, AliasRequest, RemoveRequest
-from tests.unit.fleet.conftest import CPU, NEW, OLD, Fleet
+from tests.support.fleet_configs import CPU, OLD
+from tests.unit.fleet.conftest import NEW, Fleet
 
 pytestmark = pytest.mark.unit
 

@@ -13,8 +13,9 @@ from domain.model_state import ModelState
 from domain.operation import OperationDetails, Outcome
 from domain.operation_request import AddRequest, AliasRequest, RemoveRequest, SwapRequest
 from serve_apps.routing_table import RoutingTable
+from tests.support.fleet_configs import OLD
 from tests.support.memory_cluster import Killed
-from tests.unit.fleet.conftest import NEW, OLD, Fleet
+from tests.unit.fleet.conftest import NEW, Fleet
 
 pytestmark = pytest.mark.unit
 

@@ -17,8 +17,9 @@ from domain.deployment_config import ModelDeploymentConfig
 from domain.model_state import ModelState
 from domain.operation import Outcome, SwapPhase
 from domain.operation_request import AddRequest, SwapRequest
+from tests.support.fleet_configs import OLD
 from tests.support.memory_cluster import Killed
-from tests.unit.fleet.conftest import NEW, OLD, Fleet
+from tests.unit.fleet.conftest import NEW, Fleet
 
 pytestmark = pytest.mark.unit
 
