@@ -181,21 +181,38 @@ def run(args: argparse.Namespace) -> int:
     config = build_config(args)
     console = Console(stderr=True)
 
-    def report(line: str) -> None:
+    def say(line: str) -> None:
         console.print(f"[dim]switchyard[/dim] {line}")
 
-    # Ctrl-C (or SIGTERM) at any point of the start stops what was started.
-    signal.signal(signal.SIGTERM, _interrupt)
+    # Ctrl-C (or SIGTERM) at any point of the start stops what was started. The signal is
+    # also remembered: a KeyboardInterrupt raised inside a Ray call can be lost there, so
+    # every step of the start (each report) and its end check for it again.
+    interrupted = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        interrupted.set()
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+
+    def report(line: str) -> None:
+        say(line)
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+
     stack = Stack(config, report)
     try:
         info, _ = stack.up()
+        if interrupted.is_set():
+            raise KeyboardInterrupt
     except DeployFailed as exc:
-        report(f"[red]a model failed to start:[/red] {exc}")
+        say(f"[red]a model failed to start:[/red] {exc}")
         return ExitCode.REJECTED
     except (KeyboardInterrupt, SystemExit):
         # SystemExit: once connected, Ray's own SIGTERM handler exits this way.
-        report("interrupted: stopping what `up` started ...")
-        _stop(config.state_dir, report)
+        say("interrupted: stopping what `up` started ...")
+        _stop(config.state_dir, say)
         return 130
     out = Console()
     out.print(f"[bold green]Switchyard is serving[/bold green] on {info.endpoint}/v1")
@@ -213,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if args.detach:
         return ExitCode.OK
-    return _stay_in_foreground(info.address, config.state_dir, report, out)
+    return _stay_in_foreground(info.address, config.state_dir, say, out)
 
 
 def _stay_in_foreground(address: str, state_dir: Path, report: Any, out: Any) -> int:
@@ -235,10 +252,6 @@ def _stay_in_foreground(address: str, state_dir: Path, report: Any, out: Any) ->
     report("shutting down ...")
     _stop(state_dir, report)
     return ExitCode.OK
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 DISCONNECT_TIMEOUT_S = 10.0
