@@ -1,19 +1,24 @@
-"""Hot-swap unavailability against a cold start of the same model, in one run on one machine.
+"""Swap strategies against a cold start of the same model, in one run on one machine.
 
 One stack (`switchyard up`, OLD's miniature as `default`), both miniatures staged first:
 
 1. cold start: `switchyard add miniature:NEW --name mini-NEW-cold` beside OLD, with a client
-   asking for that name every 0.2 s; the cold start is from the manager's first event for the
-   add (the operation began; the CLI's own start-up is not counted) to the first successful
-   request. The command-inclusive time is recorded too. Then NEW-cold is removed.
-2. swap: `switchyard bench --during-swap mini-OLD miniature:NEW --name mini-NEW` (a steady
-   load on `default` through the swap), NEW's weights already staged.
+   asking for that name every 0.2 s; from the manager's first event for the add (the CLI's
+   own start-up excluded) to the first successful request. Then NEW-cold is removed.
+2. three swaps OLD -> NEW under a steady load on `default` (`switchyard bench --during-swap`),
+   an unmeasured swap back before each of the later two:
+   - `auto`, which picks make-before-break (NEW fits beside OLD);
+   - forced break-before-make as it was before this change: `--no-prefetch
+     --no-early-deploy` (NEW's app created only once OLD's accelerators are free);
+   - forced break-before-make as it is now: NEW's weights read into the page cache before
+     the drain, NEW's app created before OLD's is deleted.
 
-Reported: the clients' unavailability window, its ratio to the cold start, and the issue's
-target (unavailability under cold start + 2 s). Results go to benchmarks/results/swap_time.json
-and between the markers in BENCHMARKS.md.
+Reported per swap: how long `default` had no model (the manager's figure), what clients saw
+(unavailability, longest held request, longest gap between completions), failed and held
+requests, and NEW's start split into sub-phases. Results go to
+benchmarks/results/swap_time.json and between the markers in BENCHMARKS.md.
 
-    .venv/bin/python benchmarks/swap_time.py          # ~6-10 min on 2 cores
+    .venv/bin/python benchmarks/swap_time.py          # ~8-12 min on 2 cores
 
 Not a test: nothing here asserts a number.
 """
@@ -26,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,7 +45,6 @@ BENCH_DIR = REPO_ROOT / "benchmarks"
 SWITCHYARD = str(Path(sys.executable).with_name("switchyard"))
 BEGIN_MARK = "<!-- swap_time:begin -->"
 END_MARK = "<!-- swap_time:end -->"
-TARGET_MARGIN_S = 2.0
 POLL_S = 0.2
 
 
@@ -121,12 +126,25 @@ def cold_start(state: Path, base_url: str, new: str, name: str) -> dict[str, Any
         "cold_start_s": first - began,
         "cold_start_with_cli_s": first - launched,
         "phase_seconds": operation["phase_seconds"],
+        "startup_steps": (operation.get("details") or {}).get("startup_steps"),
         "probe_attempts": probe.attempts,
     }
 
 
-def swap_window(state: Path, base_url: str, args: argparse.Namespace) -> dict[str, Any]:
-    out = args.workdir / "swap.json"
+@dataclass(frozen=True)
+class SwapRun:
+    """One measured swap: `bench --during-swap OLD SOURCE --name NEW` plus strategy flags."""
+
+    key: str
+    title: str
+    old: str
+    new_source: str
+    new: str
+    flags: tuple[str, ...]
+
+
+def swap_window(state: Path, base_url: str, args: argparse.Namespace, run: SwapRun) -> Any:
+    out = args.workdir / f"{run.key}.json"
     result = _cli(
         state,
         "bench",
@@ -138,62 +156,150 @@ def swap_window(state: Path, base_url: str, args: argparse.Namespace) -> dict[st
         "--output-len", str(args.output_len),
         "--swap-delay", "10",
         "--swap-tail", "10",
-        "--during-swap", f"mini-{args.old}", f"miniature:{args.new}",
-        "--name", f"mini-{args.new}",
+        "--during-swap", run.old, run.new_source,
+        "--name", run.new,
+        *run.flags,
         "--json", str(out),
         state_flag=False,
     )  # fmt: skip
     print(result.stdout, flush=True)
     document: dict[str, Any] = json.loads(out.read_text())
+    # Every request's timeline stays in the workdir's file; the results keep the summary.
+    document["requests"] = f"{len(document.pop('requests', []))} requests, in {out}"
     document["exit_code"] = result.returncode
+    document["title"] = run.title
+    document["flags"] = list(run.flags)
     return document
 
 
+def swap_back(state: Path, old: str, source: str, new: str) -> dict[str, Any]:
+    """An unmeasured swap that puts OLD's model back on `default` for the next run."""
+    result = _cli(state, "swap", old, source, "--name", new, "--json")
+    if result.returncode != 0:
+        raise RuntimeError(f"swap {old} -> {new} failed: {result.stdout[-500:]}")
+    back: dict[str, Any] = json.loads(result.stdout)
+    return back
+
+
+def swap_runs(args: argparse.Namespace) -> list[tuple[SwapRun, tuple[str, str, str] | None]]:
+    """The measured swaps, each OLD -> NEW in the same direction, and the swap back that
+    precedes it (old, source, new) so every run starts from OLD serving `default`."""
+    old, new = f"mini-{args.old}", f"mini-{args.new}"
+    source_old, source_new = f"miniature:{args.old}", f"miniature:{args.new}"
+    bbm = ("--strategy", "break-before-make")
+    return [
+        (SwapRun("mbb", "make-before-break (auto)", old, source_new, new, ()), None),
+        (
+            SwapRun(
+                "bbm_before",
+                "break-before-make, before: no prefetch, NEW deployed after OLD is gone",
+                f"{old}-b",
+                source_new,
+                f"{new}-c",
+                (*bbm, "--no-prefetch", "--no-early-deploy"),
+            ),
+            (new, source_old, f"{old}-b"),
+        ),
+        (
+            SwapRun(
+                "bbm_after",
+                "break-before-make, after: page-cache prefetch, NEW deployed before OLD is deleted",
+                f"{old}-d",
+                source_new,
+                f"{new}-e",
+                bbm,
+            ),
+            (f"{new}-c", source_old, f"{old}-d"),
+        ),
+    ]
+
+
+STEPS = (
+    "scheduling",
+    "replica_process",
+    "engine_start",
+    "weight_load",
+    "kv_cache",
+    "compile",
+    "replica_ready",
+    "warm_up",
+)
+
+
+def _step(steps: dict[str, float | None] | None, name: str) -> str:
+    if not steps or name not in steps:
+        return "-"
+    value = steps[name]
+    return "absent" if value is None else f"{value:.1f}"
+
+
 def markdown(document: dict[str, Any]) -> str:
-    m, cold, swap = document["machine"], document["cold"], document["swap"]
-    window = swap["window"]
-    unavailable = window["unavailability_s"]
-    operation = swap["swap"] or {"outcome": "manager died", "phase_seconds": {}}
-    phases = ", ".join(f"{k} {v:.1f} s" for k, v in operation["phase_seconds"].items())
-    cold_phases = ", ".join(f"{k} {v:.1f} s" for k, v in cold["phase_seconds"].items())
-    target = cold["cold_start_s"] + TARGET_MARGIN_S
-    met = unavailable is not None and unavailable <= target
+    m, cold, config = document["machine"], document["cold"], document["config"]
     lines = [
         f"Run {document['date']} on {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; "
         f"load average {document['load_before']} before, {document['load_after']} after.",
         "",
         f"Command: `{document['command']}`",
         "",
-        f"OLD `mini-{document['config']['old']}` serving `default`; NEW "
-        f"`miniature:{document['config']['new']}` (weights staged before both measurements); "
-        f"steady load of {document['config']['concurrency']} streaming clients, "
-        f"{document['config']['input_len']} in / {document['config']['output_len']} out "
-        "tokens, during the swap only.",
+        f"OLD `mini-{config['old']}` serving `default`; NEW `miniature:{config['new']}` "
+        "(weights staged before every measurement); every swap OLD -> NEW in the same "
+        f"direction (an unmeasured swap back between runs); steady load of "
+        f"{config['concurrency']} streaming clients, {config['input_len']} in / "
+        f"{config['output_len']} out tokens, during each swap.",
         "",
-        "| measurement | seconds |",
-        "|---|---:|",
-        f"| NEW cold start (add beside OLD: operation start -> first successful request) "
-        f"| {cold['cold_start_s']:.1f} |",
-        f"| NEW cold start including the CLI's start-up | {cold['cold_start_with_cli_s']:.1f} |",
-        f"| swap unavailability seen by clients (first held send -> NEW's first token) "
-        f"| {_s(unavailable)} |",
-        f"| longest held request (its TTFT) | {_s(window['longest_held_s'])} |",
-        f"| server-side hold (draining start -> switching end) | {_s(window['server_hold_s'])} |",
-        f"| longest gap between completions | {_s(_seconds(window['longest_completion_gap']))} |",
+        f"NEW's cold start (add beside OLD: operation start -> first successful request): "
+        f"**{cold['cold_start_s']:.1f} s** ({cold['cold_start_with_cli_s']:.1f} s with the "
+        "CLI's start-up).",
         "",
-        f"Ratio unavailability / cold start: **{_ratio(unavailable, cold['cold_start_s'])}**. "
-        f"Target (unavailability under cold start + {TARGET_MARGIN_S:.0f} s = {target:.1f} s): "
-        f"**{'met' if met else 'missed'}**. Requests during the swap: {window['succeeded']} ok, "
-        f"{window['failed']} failed, {window['held_requests']} held, answered by "
-        f"{window['answered_by']}.",
-        "",
-        f"Swap outcome: {operation['outcome']}; phases: {phases}. Cold add phases: {cold_phases}.",
+        "| swap | strategy | alias unavailable (manager) | clients' unavailability "
+        "| longest held | hold / cold start | longest gap between completions "
+        "| NEW's deploying_new | ok / failed / held |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
+    for key in ("mbb", "bbm_before", "bbm_after"):
+        run = document["swaps"][key]
+        window, operation = run["window"], run["swap"] or {}
+        unavailable = _longest(operation.get("alias_unavailable_s"))
+        phases = operation.get("phase_seconds", {})
+        lines.append(
+            f"| {run['title']} | {operation.get('strategy', '-')} | {_s(unavailable)} "
+            f"| {_s(window['unavailability_s'])} | {_s(window['longest_held_s'])} "
+            f"| {_ratio(unavailable, cold['cold_start_s'])} "
+            f"| {_s(_seconds(window['longest_completion_gap']))} "
+            f"| {_s(phases.get('deploying_new'))} "
+            f"| {window['succeeded']} / {window['failed']} / {window['held_requests']} |"
+        )
+    lines += [
+        "",
+        "Where NEW's start went (seconds; `cluster/startup_steps.py` reads them from Ray's "
+        "actor and worker records and the replica's vLLM log):",
+        "",
+        "| step | cold start | make-before-break | break-before-make before "
+        "| break-before-make after |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    columns = [cold.get("startup_steps")] + [
+        (document["swaps"][k]["swap"] or {}).get("startup_steps")
+        for k in ("mbb", "bbm_before", "bbm_after")
+    ]
+    for name in STEPS:
+        lines.append(f"| {name} | " + " | ".join(_step(c, name) for c in columns) + " |")
+    lines.append("")
+    for key in ("mbb", "bbm_before", "bbm_after"):
+        run = document["swaps"][key]
+        operation = run["swap"] or {"outcome": "manager died", "phase_seconds": {}}
+        phases = ", ".join(f"{k} {v:.1f} s" for k, v in operation["phase_seconds"].items())
+        lines.append(f"- {run['title']}: {operation['outcome']}; phases: {phases}.")
     return "\n".join(lines)
 
 
 def _seconds(gap: dict[str, float] | None) -> float | None:
     return None if gap is None else gap["seconds"]
+
+
+def _longest(per_alias: dict[str, float] | None) -> float | None:
+    """The longest any alias of the swap had no model (the manager's figure)."""
+    return max(per_alias.values()) if per_alias else None
 
 
 def _s(value: float | None) -> str:
@@ -220,7 +326,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--old", default="kimi-k2.5", help="OLD's miniature (serves first)")
     parser.add_argument("--new", default="minimax-m2.5", help="NEW's miniature")
-    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--input-len", type=int, default=32)
     parser.add_argument("--output-len", type=int, default=16)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/switchyard-swap-time"))
@@ -272,24 +378,27 @@ def main(argv: list[str] | None = None) -> int:
         removed = _cli(state, "remove", cold_name)
         if removed.returncode != 0:
             raise RuntimeError(f"remove {cold_name} failed")
-        document["swap"] = swap_window(state, base_url, args)
+        document["swaps"] = {}
+        for run, back in swap_runs(args):
+            if back is not None:
+                document.setdefault("swaps_back", []).append(swap_back(state, *back))
+            document["swaps"][run.key] = swap_window(state, base_url, args, run)
     finally:
         _cli(state, "down", timeout_s=600)
     document["load_after"] = load_average()
-    window = document["swap"]["window"]
     cold = document["cold"]["cold_start_s"]
-    unavailable = window["unavailability_s"]
-    document["ratio"] = None if unavailable is None else unavailable / cold
-    document["target_s"] = cold + TARGET_MARGIN_S
-    document["target_met"] = unavailable is not None and unavailable <= cold + TARGET_MARGIN_S
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "swap_time.json").write_text(json.dumps(document, indent=2) + "\n")
     write_markdown(args.markdown, markdown(document))
-    print(
-        f"cold start {cold:.1f} s, swap unavailability {_s(unavailable)} s, "
-        f"ratio {_ratio(unavailable, cold)}, target met: {document['target_met']}",
-        flush=True,
-    )
+    for key, run in document["swaps"].items():
+        operation = run["swap"] or {}
+        print(
+            f"{key}: strategy {operation.get('strategy')}, alias unavailable "
+            f"{_s(_longest(operation.get('alias_unavailable_s')))} s against a cold start "
+            f"of {cold:.1f} s, "
+            f"failed {run['window']['failed']}, held {run['window']['held_requests']}",
+            flush=True,
+        )
     return 0
 
 

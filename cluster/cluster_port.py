@@ -20,11 +20,20 @@ from pathlib import Path
 from typing import Protocol
 
 from cluster.node_probe.records import ProbedCluster
+from cluster.startup_steps import StartupSteps
 from cluster.weight_disk_report import WeightsDiskReport
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
 from domain.model_state import ModelState
 from serve_apps.routing_table import ModelRoute, RoutingTable
+
+
+@dataclass(frozen=True)
+class Deployed:
+    """When a deployment started and when Serve first reported it running (Unix times)."""
+
+    started_at: float
+    running_at: float
 
 
 class DeployFailed(Exception):
@@ -61,8 +70,13 @@ class RoutePort(Protocol):
 
     def set_alias(self, alias: str, name: str) -> None: ...
 
-    def set_held(self, aliases: frozenset[str]) -> None:
-        """Requests for these aliases wait in the gateways instead of failing."""
+    def switch(self, route: ModelRoute, aliases: frozenset[str], replaced: str | None) -> None:
+        """`route` READY and serving `aliases`, the model it replaces a tombstone naming it,
+        the aliases released: one routing-table version (RoutingTable.with_switch)."""
+
+    def set_held(self, aliases: frozenset[str], ends_at: float | None = None) -> None:
+        """Requests for these aliases wait in the gateways instead of failing; `ends_at`
+        (Unix time) is when the hold is expected to end, if known."""
 
     def in_flight(self, name: str, min_version: int) -> int | None:
         """Requests in flight for `name` over every live gateway replica; None until all of
@@ -73,10 +87,16 @@ class ServePort(Protocol):
     def placement_problem(self, config: ModelDeploymentConfig) -> str | None:
         """Why `config`'s placement groups cannot be placed now; None if they can."""
 
-    def deploy(
-        self, app: AppName, config: ModelDeploymentConfig, model_path: Path, timeout_s: float
-    ) -> None:
-        """Deploy and wait until RUNNING; raises DeployFailed (the app is deleted then)."""
+    def start_deploy(self, app: AppName, config: ModelDeploymentConfig, model_path: Path) -> float:
+        """Create the app without waiting for it (its replicas may wait for resources); the
+        Unix time it started. Raises DeployFailed (the app is deleted then)."""
+
+    def wait_deployed(self, app: AppName, started_at: float, timeout_s: float) -> Deployed:
+        """Wait until the app started at `started_at` runs; raises DeployFailed (the app is
+        deleted then)."""
+
+    def startup_steps(self, app: AppName, deployed: Deployed, warm_up_s: float) -> StartupSteps:
+        """Where the app's start went, from what Ray and the engine reported of it."""
 
     def warm_up(self, app: AppName, timeout_s: float) -> None:
         """One real request through the app's own handle; raises DeployFailed."""
@@ -110,6 +130,26 @@ class NodePort(Protocol):
 
     def weights_report(self, source: str, probed: ProbedCluster) -> WeightsDiskReport:
         """The weights' real size and each node's disk verdict, without staging."""
+
+    def prefetch(self, model_dir: Path) -> PrefetchReport:
+        """Read a staged model's weight files into the page cache, when the node's
+        available memory (less a reserve) covers them."""
+
+
+@dataclass(frozen=True)
+class PrefetchReport:
+    read_bytes: int
+    seconds: float
+    skipped: str | None = None
+    """Why nothing was read (not enough available memory), if so."""
+
+    def describe(self) -> str:
+        if self.skipped is not None:
+            return f"weights not prefetched: {self.skipped}"
+        return (
+            f"read {self.read_bytes / 2**30:.2f} GiB of weights into the page cache in "
+            f"{self.seconds:.1f} s"
+        )
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from domain.operation import (
     Outcome,
     RunningOperation,
     SwapPhase,
+    SwapSummary,
     now,
 )
 from domain.operation_request import (
@@ -74,6 +75,7 @@ class FleetEngine:
         )
         self._lock = threading.Lock()
         self._current: OperationRecorder | None = None
+        self._last_swap: SwapSummary | None = None
         self._ready = threading.Event()
 
     # ------------------------------------------------------------------ queries
@@ -87,6 +89,10 @@ class FleetEngine:
 
     def fleet(self) -> FleetState:
         return self._ctx.desired.state
+
+    def last_swap(self) -> SwapSummary | None:
+        """The latest swap that changed something (done, rolled back or failed)."""
+        return self._last_swap
 
     def wait_ready(self, timeout_s: float) -> bool:
         return self._ready.wait(timeout_s)
@@ -118,7 +124,11 @@ class FleetEngine:
                     return self._add(self._with_cluster_defaults(request.config), request.dry_run)
                 case SwapRequest():
                     config = self._with_cluster_defaults(request.config)
-                    return swap(self._ctx, self._begin, request.old, config, request.dry_run)
+                    resolved = request.model_copy(update={"config": config})
+                    result = swap(self._ctx, self._begin, resolved)
+                    if not request.dry_run and result.outcome is not Outcome.REJECTED:
+                        self._last_swap = SwapSummary.of(result, now())
+                    return result
                 case RemoveRequest():
                     return self._remove(request.name)
                 case AliasRequest():
@@ -174,7 +184,7 @@ class FleetEngine:
         op.phase(SwapPhase.DEPLOYING_NEW, f"deploying {config.name} as {app}")
         started = ctx.clock.monotonic()
         try:
-            bring_up(ctx, app, config, checked.model_dir)
+            bring_up(ctx, app, config, checked.model_dir, op)
         except DeployFailed as exc:
             if config.name in ctx.ports.routes.routing_table().models:
                 ctx.ports.routes.remove_route(config.name)

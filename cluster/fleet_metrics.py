@@ -17,12 +17,14 @@ from domain.metric_names import (
     ADMISSION_DECISIONS,
     ALIAS_TARGET,
     DISK_FREE_BYTES,
+    LAST_SWAP_ALIAS_UNAVAILABLE_SECONDS,
     LAST_SWAP_PHASE_SECONDS,
     MODEL_STATE,
     OPERATION_SECONDS,
     OPERATIONS,
     PHASE_SECONDS,
     STAGED_BYTES,
+    STARTUP_STEP_SECONDS,
     SWAP_IN_PROGRESS,
     MetricSpec,
 )
@@ -34,10 +36,12 @@ ADMITTED_REASON = "none"
 
 @dataclass(frozen=True)
 class SwapSubject:
-    """The two models of a swap (labels of its phase gauges and annotations)."""
+    """The two models of a swap and its strategy (labels of its phase gauges and
+    annotations)."""
 
     old: str
     new: str
+    strategy: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,12 @@ class FleetMetrics(Protocol):
 
     def admission(self, admitted: bool, reason_codes: Sequence[str]) -> None: ...
 
+    def alias_unavailability(self, swap: SwapSubject, seconds: Mapping[str, float]) -> None:
+        """How long each alias the swap moved had no model serving it."""
+
+    def startup_steps(self, seconds: Mapping[str, float | None]) -> None:
+        """Where one deployment's start went (a step not shown is None)."""
+
     def fleet(self, states: Mapping[str, ModelState], aliases: Mapping[str, str]) -> None:
         """The models (name -> state) and aliases (alias -> model) as they are now."""
 
@@ -78,6 +88,11 @@ class RecordingFleetMetrics:
     states: dict[str, ModelState] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)
     node_usage: list[NodeUsage] = field(default_factory=list)
+    unavailable: list[tuple[SwapSubject, dict[str, float]]] = field(default_factory=list)
+    startups: list[dict[str, float | None]] = field(default_factory=list)
+
+    def startup_steps(self, seconds: Mapping[str, float | None]) -> None:
+        self.startups.append(dict(seconds))
 
     def phase_started(self, kind: str, phase: str, swap: SwapSubject | None) -> None:
         self.started.append((kind, phase, swap))
@@ -91,6 +106,9 @@ class RecordingFleetMetrics:
         self, kind: str, outcome: str, seconds: float, swap: SwapSubject | None
     ) -> None:
         self.operations.append((kind, outcome, seconds, swap))
+
+    def alias_unavailability(self, swap: SwapSubject, seconds: Mapping[str, float]) -> None:
+        self.unavailable.append((swap, dict(seconds)))
 
     def admission(self, admitted: bool, reason_codes: Sequence[str]) -> None:
         self.admissions.append((admitted, tuple(reason_codes)))
@@ -132,10 +150,12 @@ class RayFleetMetrics:
         self._operations = ray_metric(OPERATIONS)
         self._operation_seconds = ray_metric(OPERATION_SECONDS)
         self._phase_seconds = ray_metric(PHASE_SECONDS)
+        self._startup_steps = ray_metric(STARTUP_STEP_SECONDS)
         self._admissions = ray_metric(ADMISSION_DECISIONS)
         self._model_state = _Gauges(MODEL_STATE)
         self._alias_target = _Gauges(ALIAS_TARGET)
         self._last_swap = _Gauges(LAST_SWAP_PHASE_SECONDS)
+        self._unavailable = _Gauges(LAST_SWAP_ALIAS_UNAVAILABLE_SECONDS)
         self._in_progress = _Gauges(SWAP_IN_PROGRESS)
         self._accelerators = _Gauges(ACCELERATORS_TOTAL)
         self._claimed = _Gauges(ACCELERATORS_CLAIMED)
@@ -145,6 +165,7 @@ class RayFleetMetrics:
             self._model_state,
             self._alias_target,
             self._last_swap,
+            self._unavailable,
             self._in_progress,
             self._accelerators,
             self._claimed,
@@ -160,7 +181,7 @@ class RayFleetMetrics:
             self._last_swap.replace({})
         # Every other phase of this swap reads 0, so only the running one shows.
         values = {key: 0.0 for key in self._in_progress.values}
-        values[_tags(old=swap.old, new=swap.new, phase=phase)] = 1.0
+        values[_tags(old=swap.old, new=swap.new, strategy=swap.strategy, phase=phase)] = 1.0
         self._in_progress.replace(values)
 
     def phase_finished(
@@ -168,7 +189,8 @@ class RayFleetMetrics:
     ) -> None:
         self._phase_seconds.observe(seconds, {"kind": kind, "phase": phase})
         if swap is not None:
-            self._last_swap.set(seconds, {"old": swap.old, "new": swap.new, "phase": phase})
+            tags = {"old": swap.old, "new": swap.new, "strategy": swap.strategy, "phase": phase}
+            self._last_swap.set(seconds, tags)
 
     def operation_finished(
         self, kind: str, outcome: str, seconds: float, swap: SwapSubject | None
@@ -179,6 +201,20 @@ class RayFleetMetrics:
             # Read 0 at once, then stop re-sending: Ray lets the finished swap's series go.
             self._in_progress.replace({key: 0.0 for key in self._in_progress.values})
             self._in_progress.values = {}
+
+    def startup_steps(self, seconds: Mapping[str, float | None]) -> None:
+        for step, value in seconds.items():
+            if value is not None:
+                self._startup_steps.observe(value, {"step": step})
+
+    def alias_unavailability(self, swap: SwapSubject, seconds: Mapping[str, float]) -> None:
+        # Only the latest swap's figures: the previous swap's aliases give way.
+        self._unavailable.replace(
+            {
+                _tags(alias=alias, old=swap.old, new=swap.new, strategy=swap.strategy): value
+                for alias, value in seconds.items()
+            }
+        )
 
     def admission(self, admitted: bool, reason_codes: Sequence[str]) -> None:
         result = "admitted" if admitted else "rejected"
@@ -235,6 +271,12 @@ class DiscardFleetMetrics:
         return None
 
     def admission(self, admitted: bool, reason_codes: Sequence[str]) -> None:
+        return None
+
+    def alias_unavailability(self, swap: SwapSubject, seconds: Mapping[str, float]) -> None:
+        return None
+
+    def startup_steps(self, seconds: Mapping[str, float | None]) -> None:
         return None
 
     def fleet(self, states: Mapping[str, ModelState], aliases: Mapping[str, str]) -> None:

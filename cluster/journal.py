@@ -80,7 +80,8 @@ class Journal:
         return [e for e in _read_lines(self.journal_path) if e.get("event") != "format"]
 
     def unfinished(self) -> dict[str, Any] | None:
-        """The last operation that has a start but no end, with its last recorded phase."""
+        """The last operation that has a start but no end, with its last recorded phase and
+        the details decided since its start."""
         return _unfinished(self.entries())
 
     def _retire_format1_journal(self) -> None:
@@ -171,6 +172,10 @@ def _unfinished(entries: list[dict[str, Any]]) -> dict[str, Any] | None:
             open_ops[op_id] = dict(entry)
         elif entry.get("event") == "phase" and op_id in open_ops:
             open_ops[op_id]["phase"] = entry.get("phase")
+        elif entry.get("event") == "details" and op_id in open_ops:
+            decided = entry.get("details")
+            if isinstance(decided, dict):
+                open_ops[op_id]["details"] = {**open_ops[op_id].get("details", {}), **decided}
         elif entry.get("event") == "end":
             open_ops.pop(op_id, None)
     return list(open_ops.values())[-1] if open_ops else None

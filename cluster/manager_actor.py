@@ -27,7 +27,7 @@ from cluster.ray_runtime import LOCAL_HEAD_MARKER
 from cluster.registry_routes import RegistryRoutes
 from cluster.serve_control import ServeControl
 from domain.fleet_state import FleetState
-from domain.operation import OperationEvent, OperationResult, RunningOperation
+from domain.operation import OperationEvent, OperationResult, RunningOperation, SwapSummary
 from domain.operation_request import OperationRequest
 from domain.status_report import MetricsStatus
 from serve_apps.ray_internals import head_node_resources
@@ -105,6 +105,9 @@ class ManagerService:
 
     def live_metrics(self) -> MetricsStatus | None:
         return self._live.latest()
+
+    def last_swap(self) -> SwapSummary | None:
+        return self._engine.last_swap()
 
 
 def _ray_logs_dir(state_dir: Path) -> Path | None:

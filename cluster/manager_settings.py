@@ -25,6 +25,13 @@ class ManagerSettings(BaseModel):
     deploy_timeout_s: float = Field(900.0, gt=0, le=24 * 3600)
     free_timeout_s: float = Field(180.0, gt=0, le=3600)
     warmup_timeout_s: float = Field(300.0, gt=0, le=3600)
+    hold_timeout_s: float = Field(
+        600.0,
+        gt=0,
+        le=86400,
+        description="the gateways' hold bound (GatewaySettings.hold_timeout_s): a swap "
+        "predicted to hold longer warns, and its held requests get 503 + Retry-After at once",
+    )
     health_period_s: float = Field(
         5.0, gt=0, le=3600, description="how often running replicas are checked (degraded)"
     )

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Mapping
+from dataclasses import replace
 
 from cluster.fleet_metrics import FleetMetrics, SwapSubject
 from cluster.journal import Journal
@@ -43,7 +45,7 @@ class OperationRecorder:
         self._started = self._phase_started
         # Swap metrics are labelled with both models; a dry run swaps nothing.
         self._swap = (
-            SwapSubject(details.old or "", details.new or "")
+            SwapSubject(details.old or "", details.new or "", str(details.strategy or "auto"))
             if kind is OperationKind.SWAP and not details.dry_run
             else None
         )
@@ -71,6 +73,22 @@ class OperationRecorder:
         )
         self._metrics.phase_started(self.kind.value, self._phase, self._swap)
         self.note(message)
+
+    def decide(self, **fields: object) -> None:
+        """Set details decided on the way (a swap's strategy), journaled before acting on
+        them: a restart reads them back with the operation."""
+        for name, value in fields.items():
+            setattr(self.details, name, value)
+        if self._swap is not None and self.details.strategy is not None:
+            self._swap = replace(self._swap, strategy=str(self.details.strategy))
+        decided = self.details.model_dump(mode="json", include=set(fields))
+        self._journal.append({"op_id": self.id, "event": "details", "details": decided})
+
+    def alias_unavailability(self, seconds: Mapping[str, float]) -> None:
+        """How long each alias this swap moves had no model serving it."""
+        self.details.alias_unavailable_s = {a: round(v, 3) for a, v in sorted(seconds.items())}
+        if self._swap is not None:
+            self._metrics.alias_unavailability(self._swap, self.details.alias_unavailable_s)
 
     def note(self, message: str) -> None:
         self.events.append(OperationEvent(at=now(), phase=self._phase or "", message=message))
@@ -116,6 +134,8 @@ class OperationRecorder:
             events=list(self.events),
             phase_seconds=dict(self.phase_seconds),
             details=self.details.model_copy(deep=True),
+            strategy=self.details.strategy,
+            strategy_reason=self.details.strategy_reason,
         )
 
     def running(self) -> RunningOperation:

@@ -1,12 +1,14 @@
 """Preflight of a new deployment: names, staging (once per operation) and admission.
 
 A failure here changes nothing: the model directory it returns is what the deployment
-then loads, so the weights are staged exactly once per operation.
+then loads, so the weights are staged exactly once per operation. Admission may be asked
+more than once for one staging (a swap asks whether NEW fits beside OLD, and else whether
+it fits in what OLD frees).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +20,9 @@ from cluster.operation_recorder import OperationRecorder
 from domain.deployment_config import ModelDeploymentConfig
 from domain.fleet_state import FleetState
 from domain.operation import AdmissionSummary
+from policies.admission import Candidate
+from policies.inventory import ClusterInventory
+from policies.reasons import Reason
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,14 @@ class PreflightResult:
     @property
     def admitted(self) -> bool:
         return not self.reasons
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A model's weights on the node and the inventory admission decides against."""
+
+    model_dir: Path
+    inventory: ClusterInventory
 
 
 def name_problems(state: FleetState, config: ModelDeploymentConfig) -> list[str]:
@@ -49,12 +62,20 @@ def preflight(
     *,
     freed: Mapping[str, int] | None,
     dry_run: bool,
-    state: FleetState | None = None,
 ) -> PreflightResult:
-    """Stage `config`'s weights and run admission counting `freed` as free.
+    """Stage `config`'s weights and run admission counting `freed` as free."""
+    staged = stage_and_probe(ctx, op, config, dry_run=dry_run)
+    if isinstance(staged, PreflightResult):
+        return staged
+    return PreflightResult(staged.model_dir, admission(ctx, op, config, staged, freed=freed))
 
-    `state` is the fleet the names are checked against (default: the desired one)."""
-    problems = name_problems(state or ctx.desired.state, config)
+
+def stage_and_probe(
+    ctx: FleetContext, op: OperationRecorder, config: ModelDeploymentConfig, *, dry_run: bool
+) -> Staged | PreflightResult:
+    """Names checked, weights staged (a dry run reads the config only), nodes probed; a
+    PreflightResult with the reasons when any of it refuses."""
+    problems = name_problems(ctx.desired.state, config)
     if problems:
         ctx.metrics.admission(False, ["name_conflict"])
         return PreflightResult(None, tuple(problems))
@@ -82,12 +103,30 @@ def preflight(
         disk_problems = _dry_run_disk(ctx, op, config, probed)
         if disk_problems:
             return PreflightResult(model_dir, tuple(disk_problems))
+    return Staged(model_dir, inventory)
+
+
+def admission(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    config: ModelDeploymentConfig,
+    staged: Staged,
+    *,
+    freed: Mapping[str, int] | None,
+    record: bool = True,
+) -> tuple[str, ...]:
+    """Why the policy refuses `config` on the staged inventory counting `freed` as free;
+    empty when admitted. `record`: this is the operation's decision (metrics, details,
+    progress), not a question asked on the way to it."""
     try:
-        decision = decide(model_dir, config, inventory, freed=freed)
+        decision = decide(staged.model_dir, config, staged.inventory, freed=freed)
     except ValueError as exc:  # unsupported architecture, invalid config
-        ctx.metrics.admission(False, ["unsupported_model"])
-        return PreflightResult(model_dir, (str(exc),))
+        if record:
+            ctx.metrics.admission(False, ["unsupported_model"])
+        return (str(exc),)
     candidate = decision.candidates[0] if decision.candidates else None
+    if not record:
+        return () if decision.admitted else _reasons(decision.reasons, candidate)
     codes = [r.code for r in decision.reasons]
     if not codes and candidate is not None and not decision.admitted:
         codes = [r.code for r in candidate.reasons]
@@ -99,16 +138,19 @@ def preflight(
         candidate_reasons=[str(r) for r in candidate.reasons] if candidate else [],
     )
     if not decision.admitted:
-        # The decision's reasons summarise the candidates (one per code); fall back to the
-        # candidate's own when the decision gives none.
-        reasons = [str(r) for r in decision.reasons]
-        if not reasons and candidate is not None:
-            reasons = [str(r) for r in candidate.reasons]
-        return PreflightResult(
-            model_dir, tuple(reasons or ["the admission policy found no usable layout"])
-        )
-    op.note(f"admitted {config.name} as {config.layout} ({len(inventory.nodes)} nodes)")
-    return PreflightResult(model_dir, ())
+        return _reasons(decision.reasons, candidate)
+    nodes = len(staged.inventory.nodes)
+    op.note(f"admitted {config.name} as {config.layout} ({nodes} nodes)")
+    return ()
+
+
+def _reasons(decision_reasons: Sequence[Reason], candidate: Candidate | None) -> tuple[str, ...]:
+    # The decision's reasons summarise the candidates (one per code); fall back to the
+    # candidate's own when the decision gives none.
+    reasons = [str(r) for r in decision_reasons]
+    if not reasons and candidate is not None:
+        reasons = [str(r) for r in candidate.reasons]
+    return tuple(reasons or ["the admission policy found no usable layout"])
 
 
 def _dry_run_disk(

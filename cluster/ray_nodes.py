@@ -5,8 +5,10 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from cluster.cluster_port import PrefetchReport
 from cluster.manager_settings import ManagerSettings
 from cluster.node_probe.records import ProbedCluster
+from cluster.page_cache import PREFETCH_RESERVE_BYTES, available_memory_bytes, prefetch_weights
 from cluster.weight_disk_report import WeightsDiskReport, weights_disk_report
 from domain.model_source import SourceKind, parse_model_source
 
@@ -52,3 +54,6 @@ class RayNodes:
 
     def weights_report(self, source: str, probed: ProbedCluster) -> WeightsDiskReport:
         return weights_disk_report(source, probed.facts, self._settings.staging)
+
+    def prefetch(self, model_dir: Path) -> PrefetchReport:
+        return prefetch_weights(model_dir, available_memory_bytes(), PREFETCH_RESERVE_BYTES)

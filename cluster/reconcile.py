@@ -1,12 +1,15 @@
 """After a (re)start: finish or undo the interrupted operation, then make Serve and the
 routing table agree with the desired state.
 
-What is decided, by the journal's last phase of the interrupted operation:
+What is decided, by the journal's last phase and strategy of the interrupted operation:
 
-- a swap whose NEW runs (it reached `switching`, or `deploying_new` with NEW running) is
-  completed: NEW recorded with OLD's aliases, OLD removed;
-- any other swap is rolled back: NEW removed whatever its status, OLD redeployed if its
-  app is gone, else marked READY again;
+- a break-before-make swap whose NEW runs (it reached `switching`, or `deploying_new` with
+  NEW running) is completed: NEW recorded with OLD's aliases, OLD removed; any other is
+  rolled back: NEW removed whatever its status, OLD redeployed if its app is gone, else
+  marked READY again;
+- a make-before-break swap that had switched (`switching` with NEW running or recorded,
+  `draining`, `removing_old`) is completed: OLD removed; one that had not is undone: NEW
+  removed, OLD serving as it was, untouched;
 - an interrupted add is undone (its app and route removed): it was never recorded, and a
   model nobody warmed up must not take traffic;
 - an interrupted remove or alias change is completed: both are idempotent.
@@ -23,7 +26,14 @@ from cluster.cluster_port import AppStatus
 from cluster.fleet_context import FleetContext, model_route
 from domain.app_name import AppName
 from domain.model_state import ModelState
-from domain.operation import OperationDetails, OperationKind, Outcome, SwapPhase, now
+from domain.operation import (
+    OperationDetails,
+    OperationKind,
+    Outcome,
+    SwapPhase,
+    SwapStrategy,
+    now,
+)
 
 
 def reconcile(ctx: FleetContext) -> str:
@@ -58,6 +68,72 @@ def reconcile(ctx: FleetContext) -> str:
 def finish_swap(
     ctx: FleetContext, details: OperationDetails, phase: str | None
 ) -> tuple[Outcome, str]:
+    if details.strategy is SwapStrategy.MAKE_BEFORE_BREAK:
+        return _finish_make_before_break(ctx, details, phase)
+    return _finish_break_before_make(ctx, details, phase)
+
+
+def _finish_make_before_break(
+    ctx: FleetContext, details: OperationDetails, phase: str | None
+) -> tuple[Outcome, str]:
+    old, new_name = details.old or "", details.new
+    assert new_name is not None and details.generation is not None
+    new_app = AppName(new_name, details.generation)
+    statuses = ctx.ports.serve.statuses()
+    desired = ctx.desired.state
+    switched = phase in (SwapPhase.DRAINING, SwapPhase.REMOVING_OLD) or (
+        phase == SwapPhase.SWITCHING
+        and (new_name in desired.models or statuses.get(new_app.app) is AppStatus.RUNNING)
+    )
+    if switched:
+        return _complete_forward(ctx, details, phase, new_app)
+    # Not switched: OLD never stopped serving; NEW goes, whatever its status.
+    if new_app.app in statuses:
+        ctx.ports.serve.delete(new_app.app)
+    if new_name in ctx.ports.routes.routing_table().models:
+        ctx.ports.routes.remove_route(new_name)
+    return Outcome.ROLLED_BACK, (
+        f"make-before-break swap {old} -> {new_name} interrupted in {phase}, before the "
+        f"switch; {new_name} was removed and {old} kept serving, untouched"
+    )
+
+
+def _complete_forward(
+    ctx: FleetContext, details: OperationDetails, phase: str | None, new_app: AppName
+) -> tuple[Outcome, str]:
+    """NEW serves OLD's aliases and is recorded with its own config; OLD is gone."""
+    old, new_name = details.old, new_app.model
+    desired = ctx.desired.state
+    old_model = desired.models.get(old) if old else None
+    moving = desired.aliases_of(old) if old else ()
+    recorded = desired.models.get(new_name)
+    if recorded is not None:  # killed after the switch recorded NEW
+        base = recorded.config
+    else:
+        assert details.new_config is not None, "a swap journals NEW's config"
+        base = details.new_config
+    new_config = base.model_copy(update={"aliases": tuple(dict.fromkeys((*base.aliases, *moving)))})
+    replaced = old if old and old in ctx.ports.routes.routing_table().models else None
+    ctx.ports.routes.switch(
+        model_route(new_app, new_config, ModelState.READY),
+        frozenset(new_config.aliases),
+        replaced,
+    )
+    state = desired
+    if old_model is not None:
+        state = state.without_model(old_model.config.name)
+    ctx.desired.update(state.with_model(new_config, new_app.generation))
+    if old_model is not None:
+        ctx.ports.serve.delete(old_model.app.app)
+    return Outcome.DONE, (
+        f"swap {old} -> {new_name} interrupted in {phase}; {new_name} was running, "
+        "so the swap was completed"
+    )
+
+
+def _finish_break_before_make(
+    ctx: FleetContext, details: OperationDetails, phase: str | None
+) -> tuple[Outcome, str]:
     """Complete the swap if NEW runs, else roll back to OLD."""
     old, new_name = details.old, details.new
     assert new_name is not None and details.generation is not None
@@ -67,28 +143,7 @@ def finish_swap(
     desired = ctx.desired.state
     old_model = desired.models.get(old) if old else None
     if phase == SwapPhase.SWITCHING or (phase == SwapPhase.DEPLOYING_NEW and new_running):
-        moving = desired.aliases_of(old) if old else ()
-        recorded = desired.models.get(new_name)
-        if recorded is not None:  # killed after the switch recorded NEW
-            base = recorded.config
-        else:
-            assert details.new_config is not None, "a swap journals NEW's config"
-            base = details.new_config
-        new_config = base.model_copy(
-            update={"aliases": tuple(dict.fromkeys((*base.aliases, *moving)))}
-        )
-        ctx.publish_ready(new_app, new_config)
-        state = desired
-        if old_model is not None:
-            ctx.ports.serve.delete(old_model.app.app)
-            state = state.without_model(old_model.config.name)
-        if old is not None and old in ctx.ports.routes.routing_table().models:
-            ctx.ports.routes.remove_route(old, new_name)
-        ctx.desired.update(state.with_model(new_config, new_app.generation))
-        return Outcome.DONE, (
-            f"swap {old} -> {new_name} interrupted in {phase}; {new_name} was running, "
-            "so the swap was completed"
-        )
+        return _complete_forward(ctx, details, phase, new_app)
     # NEW may still be deploying (not RUNNING): remove it whatever its status, so it
     # neither holds accelerators nor shows up as a second model.
     if new_app.app in statuses:

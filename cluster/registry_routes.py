@@ -34,8 +34,11 @@ class RegistryRoutes:
     def set_alias(self, alias: str, name: str) -> None:
         self._call("set_alias", alias, name)
 
-    def set_held(self, aliases: frozenset[str]) -> None:
-        self._call("set_held", aliases)
+    def switch(self, route: ModelRoute, aliases: frozenset[str], replaced: str | None) -> None:
+        self._call("switch", route, aliases, replaced)
+
+    def set_held(self, aliases: frozenset[str], ends_at: float | None = None) -> None:
+        self._call("set_held", aliases, ends_at)
 
     def in_flight(self, name: str, min_version: int) -> int | None:
         count: int | None = self._call("in_flight", name, min_version)

@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import time
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cluster.cluster_port import AppStatus, DeployFailed
+from cluster.cluster_port import AppStatus, Deployed, DeployFailed
 from cluster.engine_error import summarize_failure
 from cluster.placement_check import placement_problem
+from cluster.startup_steps import (
+    EngineLog,
+    StartupSteps,
+    WorkerTimes,
+    parse_engine_log,
+    startup_steps,
+)
 from cluster.waiting import Clock, SystemClock, wait_for
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
@@ -23,6 +32,7 @@ from serve_apps.placement import placement_for
 from serve_apps.ray_internals import (
     app_of_placement_group,
     available_resources_per_node,
+    replica_actor_class_name,
     running_replicas_in,
 )
 
@@ -63,24 +73,51 @@ class ServeControl:
         nodes = list(available_resources_per_node().values())
         return placement_problem(spec, nodes, replicas=config.replicas * config.layout.dp)
 
-    def deploy(
-        self, app: AppName, config: ModelDeploymentConfig, model_path: Path, timeout_s: float
-    ) -> None:
+    def start_deploy(self, app: AppName, config: ModelDeploymentConfig, model_path: Path) -> float:
         from ray import serve
         from ray.serve.api import RunTarget
 
+        started = time.time()
         try:
             target = self._build(app, config, model_path)
             serve.run_many(
                 [RunTarget(target=target, name=app.app, route_prefix=None)],
                 wait_for_applications_running=False,
             )
+        except Exception as exc:
+            raise self._failed(app, exc) from exc
+        return started
+
+    def wait_deployed(self, app: AppName, started_at: float, timeout_s: float) -> Deployed:
+        try:
             self._wait_running(app.app, timeout_s)
         except Exception as exc:
-            message = summarize_failure(str(exc) or type(exc).__name__, self._logs_dir)
-            log.error("deploying %s failed: %s", app, message)
-            self.delete(app.app)
-            raise DeployFailed(message) from exc
+            raise self._failed(app, exc) from exc
+        return Deployed(started_at=started_at, running_at=time.time())
+
+    def _failed(self, app: AppName, exc: Exception) -> DeployFailed:
+        message = summarize_failure(str(exc) or type(exc).__name__, self._logs_dir)
+        log.error("deploying %s failed: %s", app, message)
+        self.delete(app.app)
+        return DeployFailed(message)
+
+    def startup_steps(self, app: AppName, deployed: Deployed, warm_up_s: float) -> StartupSteps:
+        """From Ray's state API: the replica's worker timestamps and its log (the engine's
+        lines included). What cannot be read is left out, with a warning."""
+        worker: WorkerTimes | None = None
+        engine: EngineLog | None = None
+        try:
+            worker, lines = _replica_reports(app)
+            engine = parse_engine_log(lines, datetime.fromtimestamp(deployed.started_at).year)
+        except Exception as exc:
+            log.warning("could not read how %s started: %r", app, exc)
+        return startup_steps(
+            deploy_started=deployed.started_at,
+            running=deployed.running_at,
+            worker=worker,
+            engine=engine,
+            warm_up_s=warm_up_s,
+        )
 
     def _build(self, app: AppName, config: ModelDeploymentConfig, model_path: Path) -> Any:
         if self._fake_engines is not None:
@@ -194,6 +231,28 @@ class ServeControl:
 
         found = wait_for(all_free, timeout_s=timeout_s, poll_s=0.5, clock=self._clock)
         return found is not None
+
+
+def _replica_reports(app: AppName) -> tuple[WorkerTimes | None, list[str]]:
+    """A replica's worker timestamps and log lines (its engine's too)."""
+    from ray.util.state import get_log, list_actors, list_workers
+
+    class_name = replica_actor_class_name(app.app, app.deployment)
+    actors = list_actors(filters=[("class_name", "=", class_name)], detail=True, timeout=10)
+    alive = [a for a in actors if a.state == "ALIVE"] or list(actors)
+    if not alive:
+        return None, []
+    actor = alive[-1]  # a new app's replicas all start together; any one tells
+    worker = None
+    if actor.pid:
+        workers = list_workers(filters=[("pid", "=", actor.pid)], detail=True, timeout=10)
+        if workers:
+            launched = workers[0].worker_launch_time_ms
+            ready = workers[0].start_time_ms
+            if launched and launched > 0 and ready and ready > 0:
+                worker = WorkerTimes(launch_requested=launched / 1000, ready=ready / 1000)
+    lines = list(get_log(actor_id=actor.actor_id, suffix="out", tail=5000, timeout=10))
+    return worker, [line for chunk in lines for line in chunk.splitlines()]
 
 
 def _status_of(app: Any) -> AppStatus:

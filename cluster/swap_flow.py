@@ -1,33 +1,85 @@
-"""A hot swap, break-before-make: drain OLD, free its accelerators, bring NEW up, switch.
+"""A hot swap of OLD for NEW, by the strategy the hardware allows.
 
-Each phase is journaled before it acts (domain/operation.py's SwapPhase says what each one
-does). Requests for OLD's aliases wait in the gateways from the drain to the switch, so
-none fails; if NEW fails to start, OLD comes back on its own layout and generation.
+- make-before-break, when admission places NEW on accelerators free while OLD still runs:
+  NEW is deployed and warmed beside OLD, the aliases move to it in one registry update
+  (in-flight requests finish on OLD, new ones go to NEW), then OLD is drained and removed.
+  Nothing is held; a NEW that fails leaves OLD serving, untouched.
+- break-before-make otherwise: OLD's aliases are held while OLD is drained and removed and
+  NEW starts on what OLD freed; if NEW fails, OLD comes back on its own layout and
+  generation.
+
+`auto` picks the first that admission allows. Each phase is journaled before it acts
+(domain/operation.py's SwapPhase says what each one does), and so is the resolved strategy,
+so a restarted manager finishes the swap by the path it was on (cluster/reconcile.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 
-from cluster.bring_up import bring_up
+from cluster.bring_up import bring_up, finish_bring_up, start_bring_up
 from cluster.cluster_port import DeployFailed
-from cluster.fleet_context import FleetContext
+from cluster.fleet_context import FleetContext, model_route
 from cluster.operation_recorder import OperationRecorder
-from cluster.preflight import preflight
+from cluster.preflight import PreflightResult, Staged, admission, stage_and_probe
 from cluster.waiting import wait_for
+from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
 from domain.fleet_state import FleetModel
 from domain.model_state import ModelState
-from domain.operation import OperationDetails, OperationKind, OperationResult, Outcome, SwapPhase
+from domain.operation import (
+    OperationDetails,
+    OperationKind,
+    OperationResult,
+    Outcome,
+    SwapPhase,
+    SwapStrategy,
+    now,
+)
+from domain.operation_request import SwapRequest
 
 Begin = Callable[[OperationKind, OperationDetails], OperationRecorder]
 
 DRAIN_POLL_S = 0.2
 
 
-def swap(
-    ctx: FleetContext, begin: Begin, old: str, new: ModelDeploymentConfig, dry_run: bool
-) -> OperationResult:
+@dataclass(frozen=True)
+class StrategyChoice:
+    strategy: SwapStrategy
+    reason: str
+    refused: tuple[str, ...] = ()
+    """Admission's reasons when the strategy asked for (or every one) is refused."""
+
+
+def choose_strategy(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    new: ModelDeploymentConfig,
+    staged: Staged,
+    claimed: Mapping[str, int],
+    asked: SwapStrategy,
+) -> StrategyChoice:
+    """The strategy to swap by, and why; admission's verdict is recorded for that one."""
+    mbb, bbm = SwapStrategy.MAKE_BEFORE_BREAK, SwapStrategy.BREAK_BEFORE_MAKE
+    if asked is mbb:
+        refused = admission(ctx, op, new, staged, freed=None)
+        return StrategyChoice(mbb, "asked for; NEW fits beside OLD", refused)
+    if asked is bbm:
+        refused = admission(ctx, op, new, staged, freed=claimed)
+        return StrategyChoice(bbm, "asked for", refused)
+    beside = admission(ctx, op, new, staged, freed=None, record=False)
+    if not beside:
+        admission(ctx, op, new, staged, freed=None)
+        return StrategyChoice(mbb, "NEW fits on accelerators free while OLD runs")
+    refused = admission(ctx, op, new, staged, freed=claimed)
+    why = f"NEW does not fit beside OLD ({beside[0]}), so it takes the accelerators OLD frees"
+    return StrategyChoice(bbm, why, refused)
+
+
+def swap(ctx: FleetContext, begin: Begin, request: SwapRequest) -> OperationResult:
+    old, new = request.old, request.config
     app = ctx.desired.state.next_app(new.name)
     op = begin(
         OperationKind.SWAP,
@@ -36,60 +88,168 @@ def swap(
             new=new.name,
             source=new.source,
             layout=str(new.layout),
-            dry_run=dry_run,
+            dry_run=request.dry_run,
             generation=app.generation,
             new_config=new,
         ),
     )
-    op.phase(SwapPhase.PREFLIGHT, f"admission for {new.name}, counting what {old} frees")
+    op.phase(SwapPhase.PREFLIGHT, f"admission for {new.name}, next to or in place of {old}")
     old_model = ctx.desired.model(old)
     if old_model is None:
         return op.end(Outcome.REJECTED, f"no model named '{old}' to replace")
     moving = ctx.desired.state.aliases_of(old)
     new = new.model_copy(update={"aliases": tuple(dict.fromkeys((*new.aliases, *moving)))})
-    resource = ctx.settings.accelerator_resource
-    freed = ctx.ports.serve.claimed_by(old_model.app.app, resource)
-    checked = preflight(ctx, op, new, freed=freed, dry_run=dry_run)
-    if not checked.admitted:
+    claimed = ctx.ports.serve.claimed_by(old_model.app.app, ctx.settings.accelerator_resource)
+    staged = stage_and_probe(ctx, op, new, dry_run=request.dry_run)
+    if isinstance(staged, PreflightResult):
         return op.end(
-            Outcome.REJECTED, "not admitted, nothing changed: " + "; ".join(checked.reasons)
+            Outcome.REJECTED, "not admitted, nothing changed: " + "; ".join(staged.reasons)
         )
-    if dry_run:
+    choice = choose_strategy(ctx, op, new, staged, claimed, request.strategy)
+    op.decide(strategy=choice.strategy, strategy_reason=choice.reason)
+    if choice.refused:
+        return op.end(
+            Outcome.REJECTED,
+            f"not admitted ({choice.strategy}), nothing changed: " + "; ".join(choice.refused),
+        )
+    op.note(f"strategy {choice.strategy}: {choice.reason}")
+    predicted = predicted_hold_s(ctx, new, choice.strategy)
+    if predicted is not None and predicted > ctx.settings.hold_timeout_s:
+        op.note(
+            f"warning: the hold is predicted to last about {predicted:.0f} s (NEW's last "
+            f"start), longer than the gateways hold requests ({ctx.settings.hold_timeout_s:g} "
+            f"s): requests for {sorted(new.aliases)} will get 503 + Retry-After meanwhile"
+        )
+    if request.dry_run:
         return op.end(
             Outcome.DONE,
-            f"dry run: {old} -> {new.name} as {new.layout} would be admitted; nothing changed",
+            f"dry run: {old} -> {new.name} as {new.layout} would be admitted "
+            f"({choice.strategy}); nothing changed",
         )
-    assert checked.model_dir is not None
+    if choice.strategy is SwapStrategy.MAKE_BEFORE_BREAK:
+        return _make_before_break(ctx, op, old_model, new, app, staged.model_dir)
+    return _break_before_make(
+        ctx, op, old_model, new, app, staged.model_dir, claimed, predicted, request
+    )
 
-    op.phase(SwapPhase.DRAINING, f"holding {list(moving)} and draining {old}")
-    ctx.ports.routes.set_held(frozenset(moving))
-    ctx.ports.routes.set_route_state(old, ModelState.DRAINING)
-    left = drain(ctx, old)
-    op.note(f"{old} drained ({left} requests still in flight at the deadline)")
 
-    op.phase(SwapPhase.REMOVING_OLD, f"removing {old} and waiting for its accelerators")
-    ctx.ports.serve.delete(old_model.app.app)
-    if not ctx.ports.serve.wait_freed(freed, resource, ctx.settings.free_timeout_s):
-        op.note("the accelerators were not all seen free in time; deploying anyway")
+def _make_before_break(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    old: FleetModel,
+    new: ModelDeploymentConfig,
+    app: AppName,
+    model_dir: Path,
+) -> OperationResult:
+    moving = frozenset(new.aliases)
+    name = old.config.name
+    op.phase(SwapPhase.DEPLOYING_NEW, f"deploying {new.name} as {app} beside {name}")
+    try:
+        bring_up(ctx, app, new, model_dir, op)
+    except DeployFailed as exc:
+        if new.name in ctx.ports.routes.routing_table().models:
+            ctx.ports.routes.remove_route(new.name)
+        return op.end(
+            Outcome.ROLLED_BACK,
+            f"rolled back: {new.name} failed to start: {exc}; {name} kept serving, untouched",
+        )
+    op.phase(SwapPhase.SWITCHING, f"moving {sorted(moving)} to {new.name} in one update")
+    ctx.ports.routes.switch(model_route(app, new, ModelState.READY), moving, name)
+    op.alias_unavailability(dict.fromkeys(moving, 0.0))
+    ctx.desired.update(ctx.desired.state.without_model(name).with_model(new, app.generation))
+    op.phase(SwapPhase.DRAINING, f"draining {name}: its requests in flight finish on it")
+    left = drain(ctx, name)
+    op.note(f"{name} drained ({left} requests still in flight at the deadline)")
+    op.phase(SwapPhase.REMOVING_OLD, f"removing {name}")
+    ctx.ports.serve.delete(old.app.app)
+    return op.end(Outcome.DONE, f"{name} replaced by {new.name} (nothing held)")
+
+
+def _break_before_make(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    old: FleetModel,
+    new: ModelDeploymentConfig,
+    app: AppName,
+    model_dir: Path,
+    freed: Mapping[str, int],
+    predicted_hold: float | None,
+    request: SwapRequest,
+) -> OperationResult:
+    moving = frozenset(new.aliases)
+    name = old.config.name
+    if request.prefetch_weights:
+        # Before the hold: a load from memory makes the part inside it shorter.
+        op.note(ctx.ports.nodes.prefetch(model_dir).describe())
+    op.phase(SwapPhase.DRAINING, f"holding {sorted(moving)} and draining {name}")
+    held_at = ctx.clock.monotonic()
+    ends_at = None if predicted_hold is None else now() + predicted_hold
+    ctx.ports.routes.set_held(moving, ends_at)
+    ctx.ports.routes.set_route_state(name, ModelState.DRAINING)
+    left = drain(ctx, name)
+    op.note(f"{name} drained ({left} requests still in flight at the deadline)")
+
+    started_at: float | None = None
+    if request.deploy_early:
+        op.phase(SwapPhase.REMOVING_OLD, f"deploying {app} to wait for {name}'s accelerators")
+        try:
+            started_at = start_bring_up(ctx, app, new, model_dir, check_placement=False)
+        except DeployFailed as exc:
+            # OLD was never touched: it serves again at once.
+            ctx.ports.routes.set_route_state(name, ModelState.READY)
+            return _released(ctx, op, moving, held_at, f"{new.name} could not be deployed: {exc}")
+        op.note(f"removing {name}: {app}'s replica starts as soon as its accelerators free")
+        ctx.ports.serve.delete(old.app.app)
+    else:
+        op.phase(SwapPhase.REMOVING_OLD, f"removing {name} and waiting for its accelerators")
+        ctx.ports.serve.delete(old.app.app)
+        resource = ctx.settings.accelerator_resource
+        if not ctx.ports.serve.wait_freed(freed, resource, ctx.settings.free_timeout_s):
+            op.note("the accelerators were not all seen free in time; deploying anyway")
 
     op.phase(SwapPhase.DEPLOYING_NEW, f"deploying {new.name} ({new.layout}) as {app}")
     try:
-        bring_up(ctx, app, new, checked.model_dir)
+        if started_at is None:
+            started_at = start_bring_up(ctx, app, new, model_dir)
+        finish_bring_up(ctx, app, new, started_at, op)
     except DeployFailed as exc:
         op.phase(SwapPhase.ROLLING_BACK, f"{new.name} failed: {exc}")
-        return roll_back(ctx, op, old_model, new, str(exc))
+        return roll_back(ctx, op, old, new, str(exc), held=moving, held_at=held_at)
 
-    op.phase(SwapPhase.SWITCHING, f"moving {list(moving)} to {new.name}")
-    ctx.publish_ready(app, new)
-    ctx.ports.routes.remove_route(old, new.name)
+    op.phase(SwapPhase.SWITCHING, f"moving {sorted(moving)} to {new.name}")
+    ctx.ports.routes.switch(model_route(app, new, ModelState.READY), moving, name)
+    op.alias_unavailability(dict.fromkeys(moving, ctx.clock.monotonic() - held_at))
+    ctx.desired.update(ctx.desired.state.without_model(name).with_model(new, app.generation))
+    return op.end(Outcome.DONE, f"{name} replaced by {new.name}")
+
+
+def _released(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    moving: frozenset[str],
+    held_at: float,
+    why: str,
+) -> OperationResult:
     ctx.release_holds()
-    ctx.desired.update(ctx.desired.state.without_model(old).with_model(new, app.generation))
-    return op.end(Outcome.DONE, f"{old} replaced by {new.name}")
+    op.alias_unavailability(dict.fromkeys(moving, ctx.clock.monotonic() - held_at))
+    return op.end(Outcome.ROLLED_BACK, f"rolled back: {why}; the old model kept its place")
+
+
+def predicted_hold_s(
+    ctx: FleetContext, new: ModelDeploymentConfig, strategy: SwapStrategy
+) -> float | None:
+    """How long a swap holds its aliases: nothing under make-before-break; NEW's last start
+    (deploy to warmed, same source and layout) under break-before-make, when known. A lower
+    bound: the drain and OLD's removal come on top."""
+    if strategy is SwapStrategy.MAKE_BEFORE_BREAK:
+        return 0.0
+    return ctx.desired.state.startup_of(new)
 
 
 def drain(ctx: FleetContext, name: str) -> int:
     """Wait until no gateway replica has a request in flight for `name` (every replica
-    having seen it leave the routing table); the count left at the drain deadline."""
+    having seen the routing table that stopped sending it new ones); the count left at the
+    drain deadline."""
     routes = ctx.ports.routes
     version = routes.routing_table().version
     last = 0
@@ -114,23 +274,31 @@ def roll_back(
     old: FleetModel,
     new: ModelDeploymentConfig,
     error: str,
+    *,
+    held: frozenset[str],
+    held_at: float,
 ) -> OperationResult:
     """NEW failed after OLD was drained: NEW gone, OLD back as it was, holds released."""
+
+    def released() -> None:
+        ctx.release_holds()
+        op.alias_unavailability(dict.fromkeys(held, ctx.clock.monotonic() - held_at))
+
     routes = ctx.ports.routes
     if new.name in routes.routing_table().models:
         routes.remove_route(new.name)
     try:
         model_dir = ctx.ports.nodes.stage(old.config.source)
-        bring_up(ctx, old.app, old.config, model_dir)
+        bring_up(ctx, old.app, old.config, model_dir, op)
     except Exception as exc:
-        ctx.release_holds()
+        released()
         return op.end(
             Outcome.FAILED,
             f"{new.name} failed ({error}) and {old.config.name} could not be brought back: {exc}",
         )
     ctx.publish_ready(old.app, old.config)
     ctx.point_aliases(ctx.desired.state.aliases_of(old.config.name), old.config.name)
-    ctx.release_holds()
+    released()
     return op.end(
         Outcome.ROLLED_BACK,
         f"rolled back to {old.config.name}: {new.name} failed to start: {error}",

@@ -39,9 +39,19 @@ class FleetState(BaseModel):
     models: dict[str, FleetModel] = Field(default_factory=dict)
     aliases: dict[str, str] = Field(default_factory=dict)
     """alias -> model name."""
+    startup_seconds: dict[str, float] = Field(default_factory=dict)
+    """How long the last start of each (source, layout) took, deploy to warmed: what the
+    manager predicts a break-before-make hold from."""
     generations: dict[str, int] = Field(default_factory=dict)
     """The last generation handed out per model name, kept after a model is removed so a
     new deployment of that name never reuses the app name of one still shutting down."""
+
+    def startup_of(self, config: ModelDeploymentConfig) -> float | None:
+        return self.startup_seconds.get(startup_key(config))
+
+    def with_startup(self, config: ModelDeploymentConfig, seconds: float) -> FleetState:
+        started = {**self.startup_seconds, startup_key(config): round(seconds, 3)}
+        return self.model_copy(update={"startup_seconds": started})
 
     def next_app(self, name: str) -> AppName:
         return AppName(name, self.generations.get(name, 0) + 1)
@@ -72,3 +82,8 @@ class FleetState(BaseModel):
 
     def with_alias(self, alias: str, name: str) -> FleetState:
         return self.model_copy(update={"aliases": {**self.aliases, alias: name}})
+
+
+def startup_key(config: ModelDeploymentConfig) -> str:
+    """What a start's duration depends on most: the weights and the layout."""
+    return f"{config.source} {config.layout}"

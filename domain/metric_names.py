@@ -160,7 +160,7 @@ GATEWAY_HOLD = MetricSpec(
     "switchyard_gateway_hold_seconds",
     Kind.HISTOGRAM,
     ("alias", "outcome"),
-    "How long held requests waited (outcome: released, timeout, queue_full).",
+    "How long held requests waited (outcome: released, timeout, queue_full, too_long).",
     LATENCY_BUCKETS_S,
 )
 
@@ -197,17 +197,34 @@ PHASE_SECONDS = MetricSpec(
     "Duration of each phase of fleet operations (preflight, draining, removing_old, ...).",
     OPERATION_BUCKETS_S,
 )
+STARTUP_STEP_SECONDS = MetricSpec(
+    "switchyard_manager_startup_step_seconds",
+    Kind.HISTOGRAM,
+    ("step",),
+    "Where each deployment's start went: scheduling, replica_process, engine_start, "
+    "weight_load, kv_cache, compile, replica_ready, warm_up (a step the reports do not show "
+    "is not observed).",
+    OPERATION_BUCKETS_S,
+)
 LAST_SWAP_PHASE_SECONDS = MetricSpec(
     "switchyard_manager_last_swap_phase_seconds",
     Kind.GAUGE,
-    ("old", "new", "phase"),
+    ("old", "new", "strategy", "phase"),
     "Exact phase durations of the latest swap (kept until the next swap).",
+)
+LAST_SWAP_ALIAS_UNAVAILABLE_SECONDS = MetricSpec(
+    "switchyard_manager_last_swap_alias_unavailable_seconds",
+    Kind.GAUGE,
+    ("alias", "old", "new", "strategy"),
+    "How long each alias of the latest swap had no model serving it (held from the drain "
+    "to the switch; 0 for make-before-break); kept until the next swap.",
 )
 SWAP_IN_PROGRESS = MetricSpec(
     "switchyard_manager_swap_in_progress",
     Kind.GAUGE,
-    ("old", "new", "phase"),
-    "1 while a swap from old to new is in this phase, else 0 (the dashboards' annotations).",
+    ("old", "new", "strategy", "phase"),
+    "1 while a swap from old to new is in this phase, else 0 (the dashboards' annotations); "
+    "strategy is the one asked for (auto) until preflight resolves it.",
 )
 ADMISSION_DECISIONS = MetricSpec(
     "switchyard_manager_admission_decisions",
@@ -257,7 +274,9 @@ MANAGER_METRICS: tuple[MetricSpec, ...] = (
     OPERATIONS,
     OPERATION_SECONDS,
     PHASE_SECONDS,
+    STARTUP_STEP_SECONDS,
     LAST_SWAP_PHASE_SECONDS,
+    LAST_SWAP_ALIAS_UNAVAILABLE_SECONDS,
     SWAP_IN_PROGRESS,
     ADMISSION_DECISIONS,
     ACCELERATORS_TOTAL,

@@ -49,13 +49,28 @@ class SwapPhase(StrEnum):
     """NEW failed after the drain: NEW is removed, OLD comes back on its old layout."""
 
 
+class SwapStrategy(StrEnum):
+    """How a swap moves traffic from OLD to NEW."""
+
+    AUTO = "auto"
+    """Make-before-break when NEW fits beside OLD on accelerators free now, else
+    break-before-make. Only ever asked for: a swap runs, and reports, a resolved one."""
+    MAKE_BEFORE_BREAK = "make-before-break"
+    """NEW is deployed and warmed beside OLD, the aliases move in one registry update
+    (in-flight requests finish on OLD), then OLD is drained and removed. Nothing is held."""
+    BREAK_BEFORE_MAKE = "break-before-make"
+    """OLD's aliases are held while OLD is drained and removed and NEW starts on the
+    accelerators OLD freed; held requests are answered by NEW."""
+
+
 class Outcome(StrEnum):
     DONE = "done"
     """The change was made."""
     REJECTED = "rejected"
     """Refused before anything changed (admission, a name clash, another change running)."""
     ROLLED_BACK = "rolled_back"
-    """NEW failed after OLD was drained; OLD serves again."""
+    """NEW failed to start; OLD serves (again, after a break-before-make drain; untouched
+    by a make-before-break swap)."""
     FAILED = "failed"
     """The change failed and could not be undone completely; the message says what is left."""
 
@@ -103,6 +118,13 @@ class OperationDetails(BaseModel):
     dry_run: bool | None = None
     generation: int | None = None
     """The Serve app generation the new deployment gets (domain/app_name.py)."""
+    strategy: SwapStrategy | None = None
+    """A swap's resolved strategy, journaled once decided (a restart finishes it by it)."""
+    strategy_reason: str | None = None
+    startup_steps: dict[str, float | None] | None = None
+    """Where the new deployment's start went (cluster/startup_steps.py; None: not shown)."""
+    alias_unavailable_s: dict[str, float] | None = None
+    """Per alias a swap moved: how long it had no model serving it (0: never held)."""
     new_config: ModelDeploymentConfig | None = None
     """All of NEW's config, journaled: a restart that completes a swap records NEW as it
     was requested (engine settings included), not a copy of OLD."""
@@ -127,10 +149,41 @@ class OperationResult(_Record):
     phase_seconds: dict[str, float] = Field(default_factory=dict)
     events: list[OperationEvent] = Field(default_factory=list)
     details: OperationDetails = Field(default_factory=OperationDetails)
+    strategy: SwapStrategy | None = None
+    """A swap's resolved strategy (never `auto`); None for other operations and for a swap
+    refused before it was decided."""
+    strategy_reason: str | None = None
 
     @property
     def succeeded(self) -> bool:
         return self.outcome is Outcome.DONE
+
+
+class SwapSummary(_Record):
+    """The latest swap, as `status` shows it."""
+
+    op_id: str
+    old: str
+    new: str
+    strategy: SwapStrategy | None
+    outcome: Outcome
+    ended_at: float
+    """Unix time."""
+    phase_seconds: dict[str, float]
+    alias_unavailable_s: dict[str, float]
+
+    @classmethod
+    def of(cls, result: OperationResult, ended_at: float) -> SwapSummary:
+        return cls(
+            op_id=result.op_id,
+            old=result.details.old or "",
+            new=result.details.new or "",
+            strategy=result.strategy,
+            outcome=result.outcome,
+            ended_at=ended_at,
+            phase_seconds=result.phase_seconds,
+            alias_unavailable_s=result.details.alias_unavailable_s or {},
+        )
 
 
 class RunningOperation(_Record):

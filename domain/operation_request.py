@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from domain.deployment_config import ModelDeploymentConfig, validate_model_name
-from domain.operation import OperationKind
+from domain.operation import OperationKind, SwapStrategy
 
 
 class _Request(BaseModel):
@@ -30,6 +30,13 @@ class SwapRequest(_Request):
     """The serving model to replace; its aliases move to `config.name`."""
     config: ModelDeploymentConfig
     dry_run: bool = False
+    strategy: SwapStrategy = SwapStrategy.AUTO
+    prefetch_weights: bool = True
+    """Break-before-make: read NEW's weight files into the page cache before the drain,
+    when the node's available memory covers them, so the load inside the hold is faster."""
+    deploy_early: bool = True
+    """Break-before-make: deploy NEW's app before OLD's is deleted, so its replica is waiting
+    for the accelerators and starts the moment OLD's are freed."""
 
     @field_validator("old")
     @classmethod

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from domain.operation import SCHEMA_VERSION, RunningOperation
+from domain.operation import SCHEMA_VERSION, RunningOperation, SwapSummary
 
 
 class _Document(BaseModel):
@@ -71,3 +71,6 @@ class StatusReport(_Document):
     manager runs."""
     operation: RunningOperation | None = None
     """The change the manager is making right now, if any."""
+    last_swap: SwapSummary | None = None
+    """The latest swap since the manager started: its strategy, phases and how long each
+    alias it moved had no model serving it."""

@@ -45,8 +45,14 @@ class RequestOutcome(StrEnum):
 
 class HoldOutcome(StrEnum):
     RELEASED = "released"
+    """The swap ended; the request went on to NEW (or back to OLD)."""
     TIMEOUT = "timeout"
+    """The hold outlasted the gateway's bound: 503."""
     QUEUE_FULL = "queue_full"
+    """Too many requests held already: 503 at once."""
+    TOO_LONG = "too_long"
+    """The manager predicted a hold longer than the bound: 503 at once, Retry-After the
+    predicted remaining time."""
 
 
 @dataclass(frozen=True)

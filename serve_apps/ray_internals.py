@@ -44,6 +44,12 @@ def app_of_placement_group(name: str) -> str | None:
     return app if rest else None
 
 
+def replica_actor_class_name(app: str, deployment: str) -> str:
+    """The class name Serve gives a deployment's replica actors
+    (`DeploymentID.to_replica_actor_class_name`): how the state API finds them."""
+    return f"ServeReplica:{app}:{deployment}"
+
+
 def available_resources_per_node() -> dict[str, dict[str, float]]:
     """Ray's unclaimed resources per node id. Public Ray gives only the cluster-wide sum
     (`ray.available_resources()`); admission and placement need them per node."""
@@ -99,6 +105,26 @@ async def llm_server_asgi_app(server: Any) -> Any:
     return await engine.build_asgi_app()
 
 
+def llm_server_engine_client(server: Any) -> Any:
+    """The vLLM `AsyncLLM` inside an `LLMServer`'s running engine: Ray Serve LLM's engine
+    wrapper keeps it in a private attribute. The replica asks it whether any request is in
+    flight (`engine_idle_gauges.py`)."""
+    engine = server.engine
+    client = getattr(engine, "_engine_client", None)
+    if client is None:
+        raise RuntimeError("the LLMServer's engine has not started")
+    return client
+
+
+def metrics_report_interval_s() -> float:
+    """How often a Ray worker exports its metrics to the node's agent. Ray floors the
+    interval at 1 s (`SetReportInterval` in src/ray/stats/stats.h); only its private config
+    object reads the value the cluster was started with."""
+    import ray
+
+    return max(float(ray._config.metrics_report_interval_ms()), 1000.0) / 1000.0
+
+
 @dataclass(frozen=True)
 class _Requirement:
     what: str
@@ -144,12 +170,37 @@ def _engine_builds_asgi_app() -> bool:
     )()
 
 
+def _engine_keeps_client() -> bool:
+    import inspect
+
+    if not _has("ray.llm._internal.serve.engines.vllm.vllm_engine", "VLLMEngine")():
+        return False
+    from ray.llm._internal.serve.engines.vllm.vllm_engine import VLLMEngine
+
+    return "self._engine_client" in inspect.getsource(VLLMEngine)
+
+
+def _ray_config_has_report_interval() -> bool:
+    return _has("ray", "_config")() and hasattr(
+        importlib.import_module("ray")._config, "metrics_report_interval_ms"
+    )
+
+
 def _head_resource_name() -> bool:
     if not _has("ray._common.constants", "HEAD_NODE_RESOURCE_NAME")():
         return False
     from ray._common.constants import HEAD_NODE_RESOURCE_NAME
 
     return bool(HEAD_NODE_RESOURCE_NAME == HEAD_NODE_RESOURCE)
+
+
+def _replica_class_name_format() -> bool:
+    if not _has("ray.serve._private.common", "DeploymentID", "to_replica_actor_class_name")():
+        return False
+    from ray.serve._private.common import DeploymentID
+
+    name = DeploymentID(name="d", app_name="a").to_replica_actor_class_name()  # type: ignore[no-untyped-call]
+    return bool(name == replica_actor_class_name("a", "d"))
 
 
 def _replica_id_format() -> bool:
@@ -178,9 +229,15 @@ REQUIREMENTS: Final[tuple[_Requirement, ...]] = (
     ),
     _Requirement("LLMServer._llm_config (set in LLMServer._init_shared)", _llm_server_keeps_config),
     _Requirement("VLLMEngine.build_asgi_app", _engine_builds_asgi_app),
+    _Requirement("VLLMEngine._engine_client (the vLLM AsyncLLM)", _engine_keeps_client),
+    _Requirement("ray._config.metrics_report_interval_ms", _ray_config_has_report_interval),
     _Requirement(
         "Serve replica placement groups named SERVE_REPLICA::<app>#<deployment>#<id>",
         _replica_id_format,
+    ),
+    _Requirement(
+        "Serve replica actors of class ServeReplica:<app>:<deployment>",
+        _replica_class_name_format,
     ),
 )
 

@@ -74,8 +74,13 @@ class FleetRegistry:
     async def set_alias(self, alias: str, name: str) -> RoutingTable:
         return await self._publish(self._table.with_alias(alias, name))
 
-    async def set_held(self, aliases: frozenset[str]) -> RoutingTable:
-        return await self._publish(self._table.with_held(aliases))
+    async def switch(
+        self, route: ModelRoute, aliases: frozenset[str], replaced: str | None
+    ) -> RoutingTable:
+        return await self._publish(self._table.with_switch(route, aliases, replaced))
+
+    async def set_held(self, aliases: frozenset[str], ends_at: float | None = None) -> RoutingTable:
+        return await self._publish(self._table.with_held(aliases, ends_at))
 
     async def report_in_flight(self, replica: str, version: int, counts: dict[str, int]) -> None:
         """Each gateway replica reports its in-flight requests per model a few times a second."""

@@ -7,8 +7,10 @@ table says where the alias points now; every other refusal is answered at once.
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from domain.model_state import ModelState
 from serve_apps.gateway_errors import unavailable
@@ -27,7 +29,9 @@ class RouteResolver:
         routes: RouteView,
         health: ReplicaHealthView,
         metrics: GatewayMetrics,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        self._clock = clock
         self._settings = settings
         self._routes = routes
         self._health = health
@@ -79,6 +83,7 @@ class RouteResolver:
                     )
                 assert isinstance(resolution, Hold)
                 if not held:
+                    self._refuse_a_hold_longer_than_the_bound(requested)
                     if self._held >= self._settings.max_held_requests:
                         self._metrics.hold_finished(requested, HoldOutcome.QUEUE_FULL, 0.0)
                         raise self._unavailable(
@@ -100,6 +105,22 @@ class RouteResolver:
                 self._held -= 1
                 self._held_by_alias[requested] -= 1
                 self._metrics.hold_finished(requested, hold_outcome, loop.time() - held_since)
+
+    def _refuse_a_hold_longer_than_the_bound(self, requested: str) -> None:
+        """503 at once, with the predicted remaining time as Retry-After, when the manager
+        expects the hold to outlast what this gateway would wait: the client learns when to
+        come back instead of waiting to time out."""
+        ends_at = self._routes.table.hold_ends_at
+        if ends_at is None:
+            return
+        left = ends_at - self._clock()
+        if left > self._settings.hold_timeout_s:
+            self._metrics.hold_finished(requested, HoldOutcome.TOO_LONG, 0.0)
+            raise unavailable(
+                f"'{requested}' is being switched for about {left:.0f} s more, longer than "
+                f"this gateway holds requests ({self._settings.hold_timeout_s:g} s); retry then.",
+                max(1, math.ceil(left)),
+            )
 
     def _serving_again(self, route: ModelRoute) -> bool:
         """A DEGRADED model that this gateway sees running a replica again is served.

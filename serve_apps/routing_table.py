@@ -6,7 +6,7 @@ registry (which owns it). No Ray import: the gateway's routing decisions are uni
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from domain.model_state import ModelState
@@ -38,6 +38,9 @@ class RoutingTable:
     aliases: Mapping[str, str] = field(default_factory=dict)
     held_aliases: frozenset[str] = frozenset()
     """Aliases whose requests wait in the gateway (a swap is moving them), not failed."""
+    hold_ends_at: float | None = None
+    """When the manager expects the hold to end (Unix time), from NEW's last start; None
+    when it cannot tell. A gateway refuses at once what would wait longer than it holds."""
 
     def with_model(self, route: ModelRoute) -> RoutingTable:
         models = dict(self.models)
@@ -61,8 +64,34 @@ class RoutingTable:
         aliases[alias] = name
         return replace(self, version=self.version + 1, aliases=aliases)
 
-    def with_held(self, aliases: frozenset[str]) -> RoutingTable:
-        return replace(self, version=self.version + 1, held_aliases=aliases)
+    def with_switch(
+        self, route: ModelRoute, aliases: Iterable[str], replaced: str | None
+    ) -> RoutingTable:
+        """`route` serving `aliases`, in one version: the model it replaces becomes a
+        tombstone naming it (with the aliases that were its own dropped), and the moved
+        aliases are no longer held. Gateways see the whole switch or none of it."""
+        models = dict(self.models)
+        models[route.name] = route
+        table_aliases = dict(self.aliases)
+        if replaced is not None and replaced in models:
+            models[replaced] = replace(
+                models[replaced], state=ModelState.REMOVED, replaced_by=route.name
+            )
+            table_aliases = {a: m for a, m in table_aliases.items() if m != replaced}
+        moving = frozenset(aliases)
+        table_aliases.update(dict.fromkeys(moving, route.name))
+        return replace(
+            self,
+            version=self.version + 1,
+            models=models,
+            aliases=table_aliases,
+            held_aliases=self.held_aliases - moving,
+            hold_ends_at=self.hold_ends_at if self.held_aliases - moving else None,
+        )
+
+    def with_held(self, aliases: frozenset[str], ends_at: float | None = None) -> RoutingTable:
+        ends = ends_at if aliases else None
+        return replace(self, version=self.version + 1, held_aliases=aliases, hold_ends_at=ends)
 
     def aliases_of(self, name: str) -> tuple[str, ...]:
         return tuple(sorted(a for a, m in self.aliases.items() if m == name))

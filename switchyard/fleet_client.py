@@ -104,6 +104,8 @@ def run_operation(address: str, request: OperationRequest, *, as_json: bool = Fa
     if as_json:
         print(json.dumps(result.model_dump(mode="json"), indent=2))
     else:
+        if result.strategy is not None:
+            print(f"strategy: {result.strategy.value} ({result.strategy_reason})")
         if result.phase_seconds:
             phases = ", ".join(f"{k} {v:.1f} s" for k, v in result.phase_seconds.items())
             print(f"phases: {phases}")

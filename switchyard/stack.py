@@ -113,6 +113,7 @@ class Stack:
                 deploy_timeout_s=config.deploy_timeout_s,
                 inventory=config.inventory,
                 fake_engines=config.fake_engines,
+                hold_timeout_s=config.gateway.hold_timeout_s,
             )
         )
         fleet: FleetState = ray.get(manager.fleet.remote())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -51,6 +52,9 @@ class DuringSwapConfig(BaseModel):
     )
     swap_tail_s: float = Field(5.0, ge=0, le=3600, description="steady load after it ended")
     address: str | None = Field(None, description="Ray address; None: $RAY_ADDRESS or up's")
+    strategy: Literal["auto", "make-before-break", "break-before-make"] = "auto"
+    prefetch_weights: bool = True
+    deploy_early: bool = True
 
     @model_validator(mode="after")
     def _different_names(self) -> DuringSwapConfig:

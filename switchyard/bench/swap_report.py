@@ -21,6 +21,11 @@ def swap_table(result: SwapLoadResult, title: str) -> Table:
     table.add_column("value", justify="right")
     outcome = "manager died" if operation is None else operation.outcome.value
     table.add_row("swap outcome", outcome)
+    if operation is not None and operation.strategy is not None:
+        table.add_row("strategy", f"{operation.strategy.value} ({operation.strategy_reason})")
+    if operation is not None and operation.details.alias_unavailable_s is not None:
+        for alias, seconds in operation.details.alias_unavailable_s.items():
+            table.add_row(f"alias {alias} without a model (manager)", _s(seconds))
     for span in window.phases:
         table.add_row(f"  phase {span.phase}", f"{span.seconds:.1f} s (at {span.start_s:.1f} s)")
     table.add_row("requests ok / failed", f"{window.succeeded} / {window.failed}")
@@ -68,9 +73,22 @@ def swap_json(result: SwapLoadResult, *, config: dict[str, Any]) -> dict[str, An
         "load_started_unix_s": origin + result.load.wall_offset_s,
         "swap": None
         if operation is None
-        else operation.model_dump(
-            mode="json", include={"op_id", "outcome", "message", "phase_seconds", "events"}
-        ),
+        else {
+            **operation.model_dump(
+                mode="json",
+                include={
+                    "op_id",
+                    "outcome",
+                    "message",
+                    "phase_seconds",
+                    "events",
+                    "strategy",
+                    "strategy_reason",
+                },
+            ),
+            "alias_unavailable_s": operation.details.alias_unavailable_s,
+            "startup_steps": operation.details.startup_steps,
+        },
         "window": result.window.to_json(),
         "load": result.metrics.to_json(),
         "requests": requests,

@@ -7,8 +7,12 @@ the first request's send time):
 - **completion gap**: the longest time between two consecutive successful completions (last
   chunk) of any request; **first-token gap**: the same between consecutive first tokens.
   Under a steady load both stay near the per-request latency until the swap stalls them.
-- **affected request**: one that failed, or one answered by NEW that was sent before NEW's
-  first token reached any client (it waited, held, through the switch).
+- **held request**: one answered by NEW that was sent before the aliases moved to NEW while
+  they were held: before the `switching` phase's end, when the manager's `draining` phase
+  (the hold's start) came before it. A make-before-break swap switches before it drains and
+  holds nothing, so none is held there. Without the manager's phases (it died), one answered
+  by NEW that was sent before NEW's first token reached any client.
+- **affected request**: one that failed, or a held one.
 - **unavailability**: from the first affected request's send time to the first token NEW
   sent to a client; None when NEW never answered.
 - **held time** of a request: its time to first token, for every affected request answered
@@ -108,7 +112,8 @@ def swap_window(
     on_new = [r for r in ok if r.served_model == new_model]
     first_new = min((r.chunk_times_s[0] for r in on_new), default=None)
     failed = [r for r in records if not r.succeeded]
-    held = [r for r in on_new if first_new is not None and r.start_s < first_new]
+    held_until = _hold_end(phases) if phases else first_new
+    held = [r for r in on_new if held_until is not None and r.start_s < held_until]
     affected = [r.start_s for r in failed] + [r.start_s for r in held]
     first_affected = min(affected, default=None)
     unavailability = None
@@ -143,9 +148,20 @@ def swap_window(
     )
 
 
+def _hold_end(phases: Sequence[PhaseSpan]) -> float | None:
+    """When the held aliases moved to NEW; None when the swap held nothing."""
+    starts = [p.start_s for p in phases if p.phase == HOLD_STARTS]
+    ends = [p.start_s + p.seconds for p in phases if p.phase == HOLD_ENDS]
+    if not starts or not ends or min(starts) >= max(ends):
+        return None
+    return max(ends)
+
+
 def server_hold_s(phases: Sequence[PhaseSpan]) -> float | None:
+    """From the drain's start to the switch's end: how long the aliases were held. A
+    make-before-break swap switches before it drains, and holds nothing: 0."""
     starts = [p.start_s for p in phases if p.phase == HOLD_STARTS]
     ends = [p.start_s + p.seconds for p in phases if p.phase == HOLD_ENDS]
     if not starts or not ends:
         return None
-    return max(ends) - min(starts)
+    return max(max(ends) - min(starts), 0.0) if min(starts) < max(ends) else 0.0

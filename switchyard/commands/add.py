@@ -31,6 +31,33 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-dir", type=Path, default=None)
 
 
+def add_strategy_argument(parser: argparse.ArgumentParser) -> None:
+    """`--strategy` of every command that swaps (`swap`, `add --replace`, `bench
+    --during-swap`)."""
+    parser.add_argument(
+        "--strategy",
+        choices=("auto", "make-before-break", "break-before-make"),
+        default="auto",
+        help="make-before-break: NEW starts beside OLD and the aliases move at once "
+        "(nothing held; needs room for both); break-before-make: OLD's aliases are held "
+        "while OLD frees its accelerators for NEW; auto (default): the first that fits",
+    )
+    parser.add_argument(
+        "--no-prefetch",
+        dest="prefetch_weights",
+        action="store_false",
+        help="break-before-make: do not read NEW's weights into the page cache before the "
+        "hold (done by default when the node's available memory covers them)",
+    )
+    parser.add_argument(
+        "--no-early-deploy",
+        dest="deploy_early",
+        action="store_false",
+        help="break-before-make: deploy NEW only once OLD's accelerators are seen free "
+        "(by default NEW's app is created before OLD is deleted and waits for them)",
+    )
+
+
 def model_config(args: argparse.Namespace) -> ModelDeploymentConfig:
     """A validated deployment config. The accelerator is left unset: the cluster decides
     it (the manager fills in fields a request leaves unset)."""
@@ -65,6 +92,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("source", help="hub id[@rev], local dir or miniature:NAME")
     parser.add_argument("--replace", metavar="OLD", help="swap out this model (its aliases move)")
     add_model_arguments(parser)
+    add_strategy_argument(parser)
     parser.set_defaults(handler=run)
 
 
@@ -76,9 +104,18 @@ def run(args: argparse.Namespace) -> int:
     request: OperationRequest
     if args.replace:
         request = request_or_exit(
-            lambda: SwapRequest(old=args.replace, config=config, dry_run=args.dry_run)
+            lambda: SwapRequest(
+                old=args.replace,
+                config=config,
+                dry_run=args.dry_run,
+                strategy=args.strategy,
+                prefetch_weights=args.prefetch_weights,
+                deploy_early=args.deploy_early,
+            )
         )
     else:
+        if args.strategy != "auto":
+            raise UserInputError("--strategy: only meaningful with --replace OLD (a swap)")
         request = AddRequest(config=config, dry_run=args.dry_run)
     address = resolve_address(args.address, args.state_dir)
     return run_operation(address, request, as_json=args.json)

@@ -115,6 +115,9 @@ def register(subparsers: Any) -> None:
         help="seconds of steady load after the swap ended (default %(default)s)",
     )
     swap.add_argument("--address", help="Ray address (default: $RAY_ADDRESS or `up`'s)")
+    from switchyard.commands.add import add_strategy_argument
+
+    add_strategy_argument(swap)
     parser.set_defaults(handler=run)
 
 
@@ -198,6 +201,9 @@ def _during_swap(args: argparse.Namespace) -> dict[str, Any] | None:
         "swap_delay_s": args.swap_delay,
         "swap_tail_s": args.swap_tail,
         "address": args.address,
+        "strategy": args.strategy,
+        "prefetch_weights": args.prefetch_weights,
+        "deploy_early": args.deploy_early,
     }
 
 
@@ -297,7 +303,13 @@ def _run_during_swap(config: Any, prompts: list[Any], tokenizer: str, err: Any) 
             max_model_len=None,
         )
     )
-    request = SwapRequest(old=swap.old, config=new_config)
+    request = SwapRequest(
+        old=swap.old,
+        config=new_config,
+        strategy=swap.strategy,
+        prefetch_weights=swap.prefetch_weights,
+        deploy_early=swap.deploy_early,
+    )
     # Joined before the load starts, so connecting never stalls the load's first seconds.
     manager = connect_manager(resolve_address(swap.address, None))
     plan = SwapLoadPlan(

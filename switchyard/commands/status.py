@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from domain.exit_codes import ExitCode, UserInputError
 
 if TYPE_CHECKING:
-    from domain.operation import RunningOperation
+    from domain.operation import RunningOperation, SwapSummary
     from domain.status_report import MetricsStatus, StatusReport
 
 
@@ -65,7 +65,7 @@ def collect(address: str) -> StatusReport:
         )
         for r in table.live_models()
     ]
-    inventory, operation, sampled = _from_manager()
+    inventory, operation, sampled, last_swap = _from_manager()
     return StatusReport(
         address=address,
         endpoint=facts.get("endpoint"),
@@ -76,12 +76,15 @@ def collect(address: str) -> StatusReport:
         metrics=sampled or MetricsStatus(prometheus_service_discovery_file=RAY_SD_FILE),
         inventory=inventory,
         operation=operation,
+        last_swap=last_swap,
     )
 
 
-def _from_manager() -> tuple[dict[str, Any] | None, RunningOperation | None, MetricsStatus | None]:
+def _from_manager() -> tuple[
+    dict[str, Any] | None, RunningOperation | None, MetricsStatus | None, SwapSummary | None
+]:
     """The manager's view of every node's hardware (probed, then overridden), the change it
-    is making and its live figures; all None when no manager runs."""
+    is making, its live figures and the latest swap; all None when no manager runs."""
     import ray
 
     from cluster.manager_actor import manager_actor
@@ -89,12 +92,17 @@ def _from_manager() -> tuple[dict[str, Any] | None, RunningOperation | None, Met
     try:
         manager = manager_actor()
     except ValueError:
-        return None, None, None
-    inventory, operation, sampled = ray.get(
-        [manager.inventory.remote(), manager.current.remote(), manager.live_metrics.remote()],
+        return None, None, None, None
+    inventory, operation, sampled, last_swap = ray.get(
+        [
+            manager.inventory.remote(),
+            manager.current.remote(),
+            manager.live_metrics.remote(),
+            manager.last_swap.remote(),
+        ],
         timeout=120,
     )
-    return inventory, operation, sampled
+    return inventory, operation, sampled, last_swap
 
 
 def _add_live_metrics(status: StatusReport, state_dir: Path, args: argparse.Namespace) -> None:
@@ -160,6 +168,16 @@ def run(args: argparse.Namespace) -> int:
         f"metrics: Prometheus service discovery file {metrics.prometheus_service_discovery_file}"
         f"; live figures from {_source_text(metrics)}"
     )
+    if status.last_swap is not None:
+        swap = status.last_swap
+        unavailable = ", ".join(
+            f"{alias} {seconds:.1f} s" for alias, seconds in swap.alias_unavailable_s.items()
+        )
+        strategy = swap.strategy.value if swap.strategy else "-"
+        console.print(
+            f"last swap: {swap.old} -> {swap.new} ({strategy}, {swap.outcome.value}); "
+            f"aliases without a model: {unavailable or '-'}"
+        )
     if status.operation is not None:
         console.print(
             f"running: {status.operation.kind.value} {status.operation.op_id}: "

@@ -53,8 +53,8 @@ class Dashboard:
 
 
 SWAP_ANNOTATION = Target(
-    expr=q.current(m.SWAP_IN_PROGRESS, ("old", "new", "phase"), agg="max") + " > 0",
-    legend="swap {{old}} → {{new}}: {{phase}}",
+    expr=q.current(m.SWAP_IN_PROGRESS, ("old", "new", "strategy", "phase"), agg="max") + " > 0",
+    legend="swap {{old}} → {{new}} ({{strategy}}): {{phase}}",
 )
 
 QUANTILES = (0.5, 0.95, 0.99)
@@ -224,8 +224,27 @@ def dashboards() -> tuple[Dashboard, ...]:
                 "Latest swap: seconds per phase",
                 (
                     Target(
-                        q.current(m.LAST_SWAP_PHASE_SECONDS, ("old", "new", "phase"), agg="max"),
-                        "{{old}} → {{new}}: {{phase}}",
+                        q.current(
+                            m.LAST_SWAP_PHASE_SECONDS,
+                            ("old", "new", "strategy", "phase"),
+                            agg="max",
+                        ),
+                        "{{old}} → {{new}} ({{strategy}}): {{phase}}",
+                    ),
+                ),
+                unit="s",
+                kind="bargauge",
+            ),
+            Panel(
+                "Latest swap: seconds each alias had no model (0: make-before-break)",
+                (
+                    Target(
+                        q.current(
+                            m.LAST_SWAP_ALIAS_UNAVAILABLE_SECONDS,
+                            ("alias", "old", "new", "strategy"),
+                            agg="max",
+                        ),
+                        "{{alias}}: {{old}} → {{new}} ({{strategy}})",
                     ),
                 ),
                 unit="s",
@@ -243,6 +262,12 @@ def dashboards() -> tuple[Dashboard, ...]:
             Panel(
                 "Mean duration of operations",
                 (Target(q.mean(m.OPERATION_SECONDS, ("kind", "outcome")), "{{kind}} {{outcome}}"),),
+                unit="s",
+                description="Ray records histogram sums at bucket midpoints: approximate.",
+            ),
+            Panel(
+                "Mean start-up time by step (every deployment: scheduling to warm-up)",
+                (Target(q.mean(m.STARTUP_STEP_SECONDS, ("step",)), "{{step}}"),),
                 unit="s",
                 description="Ray records histogram sums at bucket midpoints: approximate.",
             ),
@@ -347,7 +372,7 @@ def dashboard_json(dashboard: Dashboard) -> dict[str, Any]:
                     "iconColor": "orange",
                     "expr": SWAP_ANNOTATION.expr,
                     "titleFormat": SWAP_ANNOTATION.legend,
-                    "tagKeys": "old,new,phase",
+                    "tagKeys": "old,new,strategy,phase",
                     "step": "10s",
                 }
             ]

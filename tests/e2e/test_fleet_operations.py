@@ -96,6 +96,8 @@ def test_a_new_model_that_cannot_load_is_rolled_back(
     assert job.returncode != 0, log
     assert "rolled back" in log, log
     assert "safetensor" in log.lower() or "SafetensorError" in log, log
+    # NEW would fit beside OLD: make-before-break, so OLD never stopped serving.
+    assert "strategy: make-before-break" in log and "kept serving, untouched" in log, log
     assert pool.report.failures == [], pool.report.failures[:5]
     assert _default_model(fake_stack) == KIMI
 

@@ -14,17 +14,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cluster.cluster_port import ClusterPorts
+from cluster.cluster_port import ClusterPorts, PrefetchReport
 from cluster.manager_settings import ManagerSettings
 from cluster.node_probe.records import ProbedCluster
 from cluster.ray_nodes import RayNodes
 from cluster.registry_routes import RegistryRoutes
 from cluster.weight_disk_report import WeightsDiskReport
+from serve_apps.routing_table import ModelRoute
 from tests.support.memory_cluster import KillSwitch, MemoryServe
 
 
 class KillingRoutes(RegistryRoutes):
-    """The real registry; the kill switch fires when the drain first asks for counts."""
+    """The real registry; the kill switch fires when the drain first asks for counts, and
+    right after a switch moved the aliases."""
 
     def __init__(self, registry: Any, kill: KillSwitch) -> None:
         super().__init__(registry)
@@ -33,6 +35,10 @@ class KillingRoutes(RegistryRoutes):
     def in_flight(self, name: str, min_version: int) -> int | None:
         self._kill.check("drain", name)
         return super().in_flight(name, min_version)
+
+    def switch(self, route: ModelRoute, aliases: frozenset[str], replaced: str | None) -> None:
+        super().switch(route, aliases, replaced)
+        self._kill.check("switched", route.name)
 
 
 class KillingNodes:
@@ -63,6 +69,9 @@ class KillingNodes:
 
     def weights_report(self, source: str, probed: ProbedCluster) -> WeightsDiskReport:
         return self._real.weights_report(source, probed)
+
+    def prefetch(self, model_dir: Path) -> PrefetchReport:
+        return self._real.prefetch(model_dir)
 
 
 def standin_ports(

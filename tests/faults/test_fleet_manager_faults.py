@@ -30,7 +30,7 @@ from cluster.staging.errors import StagingError
 from domain.app_name import AppName
 from domain.fleet_state import FleetState
 from domain.model_state import ModelState
-from domain.operation import Outcome
+from domain.operation import Outcome, SwapStrategy
 from domain.operation_request import SwapRequest
 from tests.support.fleet_configs import CPU, OLD, new_model
 from tests.support.memory_cluster import Killed, KillingJournal, KillSwitch, MemoryServe
@@ -53,6 +53,7 @@ class KillCase:
     redeploys: int
     """Engine starts the restart itself needs (OLD brought back)."""
     new_fails_warm_up: bool = False
+    strategy: SwapStrategy = SwapStrategy.BREAK_BEFORE_MAKE
 
 
 CASES = [
@@ -73,6 +74,42 @@ CASES = [
         "rolled_back",
         1,
         new_fails_warm_up=True,
+    ),
+]
+
+MBB = SwapStrategy.MAKE_BEFORE_BREAK
+# Make-before-break: OLD serves until the switch, so an interruption before it keeps OLD
+# untouched (no engine start on restart), one after it completes the swap.
+CASES += [
+    KillCase(
+        "mbb preflight (staging NEW)", "staging", None, OLD.name, "rolled_back", 0, False, MBB
+    ),
+    KillCase(
+        "mbb deploying_new (NEW starting)",
+        "deploy:starting",
+        NEW.name,
+        OLD.name,
+        "rolled_back",
+        0,
+        False,
+        MBB,
+    ),
+    KillCase(
+        "mbb deploying_new (NEW warming up)",
+        "warm_up",
+        NEW.name,
+        OLD.name,
+        "rolled_back",
+        0,
+        False,
+        MBB,
+    ),
+    KillCase(
+        "mbb switching (aliases moved)", "switched", NEW.name, NEW.name, "done", 0, False, MBB
+    ),
+    KillCase("mbb draining", "drain", OLD.name, NEW.name, "done", 0, False, MBB),
+    KillCase(
+        "mbb removing_old (deleting OLD)", "delete", OLD_APP.app, NEW.name, "done", 0, False, MBB
     ),
 ]
 
@@ -117,8 +154,8 @@ def _serving_old(state_dir: Path, serve: MemoryServe) -> None:
     serve.apps[OLD_APP.app] = AppStatus.RUNNING
 
 
-def _swap_request() -> SwapRequest:
-    return SwapRequest(old=OLD.name, config=NEW)
+def _swap_request(strategy: SwapStrategy = SwapStrategy.AUTO) -> SwapRequest:
+    return SwapRequest(old=OLD.name, config=NEW, strategy=strategy)
 
 
 def _assert_one_consistent_state(
@@ -153,7 +190,7 @@ def test_a_manager_killed_mid_swap_converges_to_one_consistent_state(
         serve.fail_warm_up.add(NEW.name)
     before = _start_manager(tmp_path, registry, serve, kill, miniatures)
     with pytest.raises(Killed):
-        before.engine.run(_swap_request())
+        before.engine.run(_swap_request(case.strategy))
     assert kill.fired
     interrupted = before.journal.unfinished()
     assert interrupted is not None
@@ -167,7 +204,8 @@ def test_a_manager_killed_mid_swap_converges_to_one_consistent_state(
     _assert_one_consistent_state(after, registry, serve, case.survivor)
     assert len(serve.deployed) - starts_before == case.redeploys
     print(
-        f"\nPHASE-OUTCOME | {case.label} | journal phase {interrupted.get('phase')} | "
+        f"\nPHASE-OUTCOME | {case.strategy} | {case.label} | journal phase "
+        f"{interrupted.get('phase')} | "
         f"{end['outcome']} | {case.survivor} serves | engine starts on restart: "
         f"{case.redeploys}"
     )

@@ -2,8 +2,9 @@
 fake engine, which counts prompt tokens with the miniature's own tokenizer, as vLLM does),
 through the CLI, finding the tokenizer from the stack itself.
 
-On the fake stack (tests/support/shared_stacks.py); its last test swaps `small` from the
-Llama miniature to a second one (`mini-llama-b`).
+On the fake stack (tests/support/shared_stacks.py); its last tests swap `small` from the
+Llama miniature to a second one (`mini-llama-b`, make-before-break) and a third
+(`mini-llama-c`, break-before-make).
 
 Only sanity is asserted (no errors, exact lengths, positive throughput, TTFT within E2E):
 performance numbers belong to benchmarks/, never to tests.
@@ -128,7 +129,7 @@ def test_a_wrong_api_key_stops_at_the_warm_up_with_the_reason(stack: RunningStac
     assert "warm-up" in last and "HTTP 401" in last
 
 
-# Last in this module: the swap moves `default` to another model.
+# Last in this module: the swaps move `small` to other models.
 def test_a_load_through_a_hot_swap_fails_nothing_and_reports_the_swap(
     stack: RunningStack, tmp_path: Path
 ) -> None:
@@ -161,11 +162,44 @@ def test_a_load_through_a_hot_swap_fails_nothing_and_reports_the_swap(
     assert (window["failed"], window["errors"]) == (0, [])
     assert window["answered_by"]["mini-llama"] > 0
     assert window["answered_by"]["mini-llama-b"] > 0
-    # Requests sent while the alias was held waited and were answered by NEW.
-    assert window["held_requests"] >= 1
-    assert window["unavailability_s"] > 0 and window["server_hold_s"] > 0
-    assert window["longest_held_s"] > 0
+    # NEW fits beside OLD on the stack's free slots: make-before-break, nothing held, and
+    # the largest gap between completions is what clients saw of the swap.
+    assert swap["strategy"] == "make-before-break", swap
+    assert window["held_requests"] == 0 and window["server_hold_s"] == 0
+    assert window["longest_completion_gap"] is not None
     assert document["load"]["failed"] == 0
     assert all(r["error"] is None for r in document["requests"])
     assert API_KEY not in json.dumps(document)
     assert "unavailability" in result.stdout and "deploying_new" in result.stdout
+    assert "make-before-break" in result.stdout
+
+
+def test_a_forced_break_before_make_holds_and_loses_nothing(
+    stack: RunningStack, tmp_path: Path
+) -> None:
+    out = tmp_path / "swap.json"
+    result = _bench(
+        stack,
+        "--model", MODEL,
+        "--api-key", API_KEY,
+        "--concurrency", "4",
+        "--num-prompts", str(NUM_PROMPTS),
+        "--input-len", str(INPUT_LEN),
+        "--output-len", str(OUTPUT_LEN),
+        "--swap-delay", "3",
+        "--swap-tail", "3",
+        "--during-swap", "mini-llama-b", "miniature:llama",
+        "--name", "mini-llama-c",
+        "--strategy", "break-before-make",
+        "--json", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    document: dict[str, Any] = json.loads(out.read_text())
+    swap, window = document["swap"], document["window"]
+    assert swap["strategy"] == "break-before-make"
+    assert (window["failed"], window["errors"]) == (0, [])
+    # Requests sent while the alias was held waited and were answered by NEW.
+    assert window["held_requests"] >= 1
+    assert window["unavailability_s"] > 0 and window["server_hold_s"] > 0
+    assert window["longest_held_s"] > 0
+    assert window["answered_by"]["mini-llama-c"] > 0

@@ -24,12 +24,16 @@ import pytest
 
 from domain import promql
 from domain.metric_names import (
+    ENGINE_KV_USAGE,
+    ENGINE_RUNNING,
+    ENGINE_WAITING,
+    GATEWAY_HELD,
     LAST_SWAP_PHASE_SECONDS,
     MODEL_STATE,
     SWAP_IN_PROGRESS,
 )
 from switchyard.commands.metrics import DEBIAN_PROMETHEUS
-from switchyard.observability.dashboards import every_expression
+from switchyard.observability.dashboards import dashboards, every_expression
 from tests.support.recording_http import Answer, recording_server
 from tests.support.running_stack import SWITCHYARD, RunningStack, free_port, stack_env
 from tests.support.shared_stacks import KIMI, MINIMAX
@@ -48,6 +52,7 @@ class Observed:
     stack: RunningStack
     prometheus_url: str
     started_at: float
+    swapped_at: float
     swap_log: str
 
 
@@ -60,6 +65,7 @@ def observed(story_swap: StorySwap) -> Observed:
         story_swap.stack,
         story_swap.prometheus_url,
         story_swap.started_at,
+        story_swap.swapped_at,
         story_swap.job.stdout + story_swap.job.stderr,
     )
 
@@ -148,6 +154,46 @@ def test_the_swap_shows_both_models_and_every_phase_duration(observed: Observed)
     assert (KIMI, MINIMAX) in {(a["metric"]["old"], a["metric"]["new"]) for a in annotations}
     states = _query_range(url, f"{MODEL_STATE.exported} == 1", start, end)
     assert {KIMI, MINIMAX} <= {s["metric"]["model"] for s in states}
+
+
+def test_the_story_swap_made_before_breaking_and_held_no_request(observed: Observed) -> None:
+    # Kimi and MiniMax need one accelerator slot each and the head has four: NEW fits
+    # beside OLD, so `auto` swaps make-before-break and no gateway ever holds a request.
+    assert "strategy: make-before-break" in observed.swap_log, observed.swap_log
+    url, start, end = observed.prometheus_url, observed.started_at, time.time()
+    phases = _query_range(url, LAST_SWAP_PHASE_SECONDS.exported, start, end)
+    assert {s["metric"]["strategy"] for s in phases} == {"make-before-break"}, phases
+    held = _query_range(url, f"max_over_time({GATEWAY_HELD.exported}[10m]) > 0", start, end)
+    assert held == [], held
+
+
+def _query_now(url: str, expr: str) -> list[dict[str, Any]]:
+    params = urllib.parse.urlencode({"query": expr})
+    with urllib.request.urlopen(f"{url}/api/v1/query?{params}", timeout=30) as reply:
+        body = json.loads(reply.read())
+    assert body["status"] == "success", body
+    result: list[dict[str, Any]] = body["data"]["result"]
+    return result
+
+
+def test_after_the_swap_every_engine_panel_has_data_for_new_and_none_shows_old_live(
+    observed: Observed,
+) -> None:
+    # vLLM sets its scheduler gauges only while a request is in flight and Ray forgets a
+    # gauge not refreshed for two export intervals: without the replica's idle gauges
+    # (serve_apps/engine_idle_gauges.py) NEW had none once the swap's load ended.
+    url = observed.prometheus_url
+    engine = next(d for d in dashboards() if d.uid == "switchyard-engine")
+    for panel in engine.panels:
+        for target in panel.targets:
+            series = _query_range(url, _panel_expr(target.expr), observed.swapped_at, time.time())
+            models = {s["metric"].get("model_name") for s in series}
+            assert MINIMAX in models, (panel.title, target.expr, series)
+    # Long after the load ended (the fixture waited), NEW's gauges are still exported and
+    # the removed model's are gone: no panel shows Kimi as a live engine.
+    for spec in (ENGINE_RUNNING, ENGINE_WAITING, ENGINE_KV_USAGE):
+        live = {s["metric"]["model_name"] for s in _query_now(url, spec.exported)}
+        assert MINIMAX in live and KIMI not in live, (spec.exported, live)
 
 
 def test_status_reports_tokens_per_second_and_p95_ttft_per_model(observed: Observed) -> None:

@@ -120,7 +120,8 @@ def test_a_real_tp2_engine_is_placed_on_one_node_and_serves(cluster: Any, tmp_pa
         engine={"enforce_eager": True, "max_model_len": 512},
     )
     assert control.placement_problem(config) is None
-    control.deploy(app, config, model_dir, timeout_s=600)
+    started = control.start_deploy(app, config, model_dir)
+    deployed = control.wait_deployed(app, started, timeout_s=600)
     try:
         groups = [
             g
@@ -149,6 +150,11 @@ def test_a_real_tp2_engine_is_placed_on_one_node_and_serves(cluster: Any, tmp_pa
         assert reply.choices[0].text is not None
         assert control.statuses()[app.app] is AppStatus.RUNNING
         control.warm_up(app, timeout_s=120)
+        # Where the start went, from Ray's worker timestamps and vLLM's own log lines.
+        steps = control.startup_steps(app, deployed, warm_up_s=0.1).seconds
+        print(f"\nFIGURE placement tp2 start-up steps: {steps}")
+        assert steps["weight_load"] is not None and steps["kv_cache"] is not None
+        assert steps["compile"] is None, "eager on the CPU"
 
         # The gateway's cheap replica count (Serve controller's running table) says what
         # serve.status() says.

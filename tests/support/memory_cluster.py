@@ -14,9 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster.cluster_port import AppStatus, ClusterPorts, DeployFailed
+from cluster.cluster_port import (
+    AppStatus,
+    ClusterPorts,
+    Deployed,
+    DeployFailed,
+    PrefetchReport,
+)
 from cluster.journal import Journal
 from cluster.node_probe.records import GpuFactSource, NodeFacts, ProbedCluster
+from cluster.startup_steps import StartupSteps, startup_steps
 from cluster.weight_disk_report import WeightsDiskReport
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
@@ -89,8 +96,13 @@ class MemoryRoutes:
     def set_alias(self, alias: str, name: str) -> None:
         self.table = self.table.with_alias(alias, name)
 
-    def set_held(self, aliases: frozenset[str]) -> None:
-        self.table = self.table.with_held(aliases)
+    def switch(self, route: ModelRoute, aliases: frozenset[str], replaced: str | None) -> None:
+        self.kill.check("switch", route.name)
+        self.table = self.table.with_switch(route, aliases, replaced)
+        self.kill.check("switched", route.name)
+
+    def set_held(self, aliases: frozenset[str], ends_at: float | None = None) -> None:
+        self.table = self.table.with_held(aliases, ends_at)
 
     def in_flight(self, name: str, min_version: int) -> int | None:
         self.kill.check("drain", name)
@@ -110,24 +122,40 @@ class MemoryServe:
     placement_refused: set[str] = field(default_factory=set)
     slots_per_app: dict[str, int] = field(default_factory=dict)
     freed_in_time: bool = True
+    start_s: float = 3.0
+    """What a deploy reports it took (nothing waits)."""
+    configs: dict[str, ModelDeploymentConfig] = field(default_factory=dict)
 
     def placement_problem(self, config: ModelDeploymentConfig) -> str | None:
         if config.name in self.placement_refused:
             return "no node has the free accelerators (injected)"
         return None
 
-    def deploy(
-        self, app: AppName, config: ModelDeploymentConfig, model_path: Path, timeout_s: float
-    ) -> None:
+    def start_deploy(self, app: AppName, config: ModelDeploymentConfig, model_path: Path) -> float:
         self.kill.check("deploy:before", app.model)
         self.apps[app.app] = AppStatus.DEPLOYING
         self.deployed.append(app.app)
+        self.configs[app.app] = config
+        return 1000.0
+
+    def wait_deployed(self, app: AppName, started_at: float, timeout_s: float) -> Deployed:
+        config = self.configs[app.app]
         self.kill.check("deploy:starting", app.model)
         if app.model in self.fail_deploy:
             self.apps.pop(app.app, None)
             raise DeployFailed("Engine core initialization failed (injected)")
         self.apps[app.app] = AppStatus.RUNNING
         self.slots_per_app[app.app] = config.layout.gpus_per_replica * config.replicas
+        return Deployed(started_at=started_at, running_at=started_at + self.start_s)
+
+    def startup_steps(self, app: AppName, deployed: Deployed, warm_up_s: float) -> StartupSteps:
+        return startup_steps(
+            deploy_started=deployed.started_at,
+            running=deployed.running_at,
+            worker=None,
+            engine=None,
+            warm_up_s=warm_up_s,
+        )
 
     def warm_up(self, app: AppName, timeout_s: float) -> None:
         self.kill.check("warm_up", app.model)
@@ -138,6 +166,7 @@ class MemoryServe:
         self.kill.check("delete", app)
         self.apps.pop(app, None)
         self.slots_per_app.pop(app, None)
+        self.kill.check("deleted", app)
 
     def statuses(self) -> dict[str, AppStatus]:
         return dict(self.apps)
@@ -165,6 +194,7 @@ class MemoryNodes:
     kill: KillSwitch = field(default_factory=KillSwitch)
     staging_error: dict[str, Exception] = field(default_factory=dict)
     staged: list[str] = field(default_factory=list)
+    prefetched: list[Path] = field(default_factory=list)
     serve: MemoryServe | None = None
     """Whose applications hold slots (Ray shows them as not available)."""
 
@@ -207,6 +237,10 @@ class MemoryNodes:
         return WeightsDiskReport(
             source=source, total_bytes=2**20, weight_bytes=2**20, files=2, verdicts=()
         )
+
+    def prefetch(self, model_dir: Path) -> PrefetchReport:
+        self.prefetched.append(model_dir)
+        return PrefetchReport(read_bytes=2**20, seconds=0.0)
 
 
 @dataclass

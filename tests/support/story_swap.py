@@ -44,6 +44,8 @@ class StorySwap:
     prometheus_url: str
     started_at: float
     """Unix time the load began (the start of every Prometheus range query)."""
+    swapped_at: float
+    """Unix time the swap job returned (MiniMax serving `default`, Kimi removed)."""
 
 
 def ray_job(
@@ -121,11 +123,12 @@ def run_story_swap(stack: RunningStack) -> Iterator[StorySwap]:
             traffic.start()
             time.sleep(EXPORT_WAIT_S)  # Prometheus sees Kimi serving before the swap
             job = ray_job(stack, "swap", KIMI, "miniature:minimax-m2.5", "--name", MINIMAX)
+            swapped_at = time.time()
             time.sleep(EXPORT_WAIT_S)
         stop.set()
         traffic.join(timeout=120)
         time.sleep(EXPORT_WAIT_S)
-        yield StorySwap(stack, job, pool.report, tuple(answered), url, started_at)
+        yield StorySwap(stack, job, pool.report, tuple(answered), url, started_at, swapped_at)
     finally:
         prometheus.send_signal(signal.SIGTERM)
         prometheus.wait(timeout=60)

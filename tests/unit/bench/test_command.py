@@ -94,7 +94,15 @@ def test_during_swap_runs_one_steady_level_and_names_the_swap_like_switchyard_sw
         "swap_delay_s": 5.0,
         "swap_tail_s": 5.0,
         "address": None,
+        "strategy": "auto",
+        "prefetch_weights": True,
+        "deploy_early": True,
     }
+    forced = _config(
+        "--during-swap", "a", "miniature:llama", "--name", "b", "--strategy", "break-before-make"
+    )
+    assert forced.during_swap is not None
+    assert forced.during_swap.strategy == "break-before-make"
     steady = _config("--during-swap", "a", "miniature:llama", "--name", "b", "--concurrency", "2")
     assert steady.concurrency == (2,)
 

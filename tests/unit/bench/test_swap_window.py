@@ -169,6 +169,31 @@ def test_the_window_reports_phases_relative_to_the_first_send_and_the_server_hol
     assert window.server_hold_s == pytest.approx(7.3)
 
 
+def test_held_requests_are_those_sent_during_the_hold_when_the_phases_are_known() -> None:
+    spans = phase_spans(EVENTS, wall_offset_s=1_000_000.0)
+    late = _req(109.9, 110.1, 110.6, NEW)  # sent after the switch, before NEW's first token
+    window = swap_window([*HELD_SWAP, late], new_model=NEW, phases=spans)
+    assert window.held_requests == 2  # d and e, sent before switching ended (109.8)
+
+
+def test_a_make_before_break_swap_holds_nothing() -> None:
+    # The aliases move (switching) before OLD drains: nothing waits, even the first request
+    # NEW answered, which was necessarily sent before NEW's first token.
+    phases = [
+        PhaseSpan("deploying_new", 100.5, 30.0),
+        PhaseSpan("switching", 130.5, 0.0),
+        PhaseSpan("draining", 130.5, 0.5),
+        PhaseSpan("removing_old", 131.0, 1.0),
+    ]
+    records = [_req(100.0, 100.2, 100.4, OLD), _req(130.4, 130.6, 131.0, OLD)]
+    records += [_req(130.6, 130.7, 131.0, NEW), _req(131.0, 131.1, 131.4, NEW)]
+    window = swap_window(records, new_model=NEW, phases=phases)
+    assert window.held_requests == 0
+    assert window.failed == 0
+    assert window.unavailability_s == 0.0
+    assert window.server_hold_s == 0.0
+
+
 def test_no_server_hold_without_both_ends() -> None:
     assert server_hold_s([PhaseSpan("draining", 1.0, 2.0)]) is None
     assert server_hold_s([]) is None

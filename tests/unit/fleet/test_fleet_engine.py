@@ -198,3 +198,24 @@ class TestHealth:
         fleet.cluster.serve.apps.clear()
         with fleet.engine._lock:
             assert fleet.engine.check_health() == []
+
+
+class TestStartupSteps:
+    def test_every_start_reports_where_its_time_went(self, fleet: Fleet) -> None:
+        result = _add(fleet)
+        steps = result.details.startup_steps
+        assert steps is not None
+        assert list(steps) == [
+            "scheduling",
+            "replica_process",
+            "engine_start",
+            "weight_load",
+            "kv_cache",
+            "compile",
+            "replica_ready",
+            "warm_up",
+        ]
+        assert steps["scheduling"] == pytest.approx(fleet.cluster.serve.start_s)
+        assert steps["weight_load"] is None, "nothing reported it: not guessed"
+        assert any(e.message.startswith(f"{OLD.name} started in ") for e in result.events)
+        assert fleet.metrics.startups == [steps]

@@ -69,6 +69,8 @@ def test_result_to_json_shape() -> None:
     out = result.model_dump(mode="json")
     assert set(out) == {
         "schema_version",
+        "strategy",
+        "strategy_reason",
         "op_id",
         "kind",
         "outcome",

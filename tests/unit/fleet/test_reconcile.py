@@ -10,7 +10,7 @@ import pytest
 from cluster.cluster_port import AppStatus
 from domain.app_name import AppName
 from domain.model_state import ModelState
-from domain.operation import OperationDetails, Outcome
+from domain.operation import OperationDetails, Outcome, SwapStrategy
 from domain.operation_request import AddRequest, AliasRequest, RemoveRequest, SwapRequest
 from serve_apps.routing_table import RoutingTable
 from tests.support.fleet_configs import OLD
@@ -86,7 +86,8 @@ def test_an_interrupted_alias_is_completed(fleet: Fleet) -> None:
 
 def test_a_swap_whose_old_cannot_come_back_ends_failed_and_says_so(fleet: Fleet) -> None:
     fleet.engine.run(AddRequest(config=OLD))
-    _killed(fleet, SwapRequest(old=OLD.name, config=NEW), "deploy:starting", NEW.name)
+    bbm = SwapRequest(old=OLD.name, config=NEW, strategy=SwapStrategy.BREAK_BEFORE_MAKE)
+    _killed(fleet, bbm, "deploy:starting", NEW.name)
     fleet.cluster.serve.fail_deploy.add(OLD.name)
     fleet.restart()
     end = _after_restart(fleet)

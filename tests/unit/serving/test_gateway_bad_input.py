@@ -28,7 +28,13 @@ from serve_apps.model_backend import Method
 from serve_apps.replica_health import ReplicaHealthView
 from serve_apps.route_view import RouteView
 from serve_apps.routing_table import ModelRoute, RoutingTable
-from tests.unit.serving.test_gateway import FakeHealth, FakeRegistry, FakeResponse, route, table_of
+from tests.unit.serving.gateway_harness import (
+    FakeHealth,
+    FakeRegistry,
+    FakeResponse,
+    route,
+    table_of,
+)
 
 MAX_BODY_BYTES = 64 * 1024
 CHAT_PATH = "/v1/chat/completions"

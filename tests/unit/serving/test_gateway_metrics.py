@@ -25,7 +25,7 @@ from serve_apps.replica_health import ReplicaHealthView
 from serve_apps.route_view import RouteView
 from serve_apps.routing_table import RoutingTable
 from tests.support.waiting import wait_until_async
-from tests.unit.serving.test_gateway import (
+from tests.unit.serving.gateway_harness import (
     CHAT,
     FakeBackend,
     FakeHealth,

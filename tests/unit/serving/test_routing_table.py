@@ -134,3 +134,29 @@ def test_live_models_are_sorted_and_exclude_tombstones() -> None:
 def test_a_table_survives_pickling_across_actor_boundaries() -> None:
     table = _table().with_held(frozenset({"default"})).without_model("b", replaced_by="a")
     assert pickle.loads(pickle.dumps(table)) == table
+
+
+def test_a_switch_moves_aliases_tombstones_old_and_releases_holds_in_one_version() -> None:
+    held = _table().with_alias("chat", "a").with_held(frozenset({"default", "chat"}), 123.0)
+    switched = held.with_switch(_route("c"), frozenset({"default", "chat"}), "a")
+    assert switched.version == held.version + 1
+    assert switched.resolve("default") == Forward(route=switched.models["c"])
+    assert switched.models["a"].state is ModelState.REMOVED
+    assert switched.models["a"].replaced_by == "c"
+    assert switched.held_aliases == frozenset()
+    assert switched.hold_ends_at is None
+
+
+def test_a_switch_keeps_holds_it_does_not_release() -> None:
+    held = _table().with_held(frozenset({"default", "other"}), 50.0)
+    switched = held.with_switch(_route("c"), frozenset({"default"}), None)
+    assert switched.held_aliases == frozenset({"other"})
+    assert switched.hold_ends_at == 50.0
+    assert switched.models["a"].state is ModelState.READY
+
+
+def test_a_hold_carries_its_predicted_end_and_releasing_it_forgets_it() -> None:
+    held = _table().with_held(frozenset({"default"}), 99.5)
+    assert held.hold_ends_at == 99.5
+    assert held.with_held(frozenset()).hold_ends_at is None
+    assert _table().with_held(frozenset({"default"})).hold_ends_at is None
