@@ -59,7 +59,16 @@ class KillCase:
 CASES = [
     KillCase("preflight (staging NEW)", "staging", None, OLD.name, "rolled_back", 0),
     KillCase("draining", "drain", OLD.name, OLD.name, "rolled_back", 0),
-    KillCase("removing_old (OLD deleted)", "wait_freed", None, OLD.name, "rolled_back", 1),
+    # NEW's app is created before OLD's is deleted (early deploy, the default): killed once
+    # OLD is gone and NEW waits for its accelerators.
+    KillCase(
+        "removing_old (OLD deleted, NEW waiting)",
+        "deleted",
+        OLD_APP.app,
+        OLD.name,
+        "rolled_back",
+        1,
+    ),
     KillCase(
         "deploying_new (NEW starting)", "deploy:starting", NEW.name, OLD.name, "rolled_back", 1
     ),

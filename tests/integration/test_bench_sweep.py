@@ -152,7 +152,8 @@ def test_a_load_through_a_hot_swap_fails_nothing_and_reports_the_swap(
     document: dict[str, Any] = json.loads(out.read_text())
     swap, window = document["swap"], document["window"]
     assert swap["outcome"] == "done", swap["message"]
-    phases = ["preflight", "draining", "removing_old", "deploying_new", "switching"]
+    # Make-before-break: NEW starts beside OLD, the aliases move, then OLD drains and goes.
+    phases = ["preflight", "deploying_new", "switching", "draining", "removing_old"]
     assert list(swap["phase_seconds"]) == phases
     assert [p["phase"] for p in window["phases"]] == phases
     # The phases lie inside the load, in order, on the clients' clock.
@@ -197,6 +198,8 @@ def test_a_forced_break_before_make_holds_and_loses_nothing(
     document: dict[str, Any] = json.loads(out.read_text())
     swap, window = document["swap"], document["window"]
     assert swap["strategy"] == "break-before-make"
+    phases = ["preflight", "draining", "removing_old", "deploying_new", "switching"]
+    assert list(swap["phase_seconds"]) == phases
     assert (window["failed"], window["errors"]) == (0, [])
     # Requests sent while the alias was held waited and were answered by NEW.
     assert window["held_requests"] >= 1

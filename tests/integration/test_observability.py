@@ -28,6 +28,7 @@ from domain.metric_names import (
     ENGINE_RUNNING,
     ENGINE_WAITING,
     GATEWAY_HELD,
+    LAST_SWAP_ALIAS_UNAVAILABLE_SECONDS,
     LAST_SWAP_PHASE_SECONDS,
     MODEL_STATE,
     SWAP_IN_PROGRESS,
@@ -53,6 +54,7 @@ class Observed:
     prometheus_url: str
     started_at: float
     swapped_at: float
+    held_from: float
     swap_log: str
 
 
@@ -66,6 +68,7 @@ def observed(story_swap: StorySwap) -> Observed:
         story_swap.prometheus_url,
         story_swap.started_at,
         story_swap.swapped_at,
+        story_swap.held_from,
         story_swap.job.stdout + story_swap.job.stderr,
     )
 
@@ -160,11 +163,24 @@ def test_the_story_swap_made_before_breaking_and_held_no_request(observed: Obser
     # Kimi and MiniMax need one accelerator slot each and the head has four: NEW fits
     # beside OLD, so `auto` swaps make-before-break and no gateway ever holds a request.
     assert "strategy: make-before-break" in observed.swap_log, observed.swap_log
-    url, start, end = observed.prometheus_url, observed.started_at, time.time()
+    url, start, end = observed.prometheus_url, observed.started_at, observed.held_from
     phases = _query_range(url, LAST_SWAP_PHASE_SECONDS.exported, start, end)
-    assert {s["metric"]["strategy"] for s in phases} == {"make-before-break"}, phases
-    held = _query_range(url, f"max_over_time({GATEWAY_HELD.exported}[10m]) > 0", start, end)
+    story = [s for s in phases if (s["metric"]["old"], s["metric"]["new"]) == (KIMI, MINIMAX)]
+    assert {s["metric"]["strategy"] for s in story} == {"make-before-break"}, phases
+    held = _query_range(url, f"{GATEWAY_HELD.exported} > 0", start, end)
     assert held == [], held
+
+
+def test_the_forced_break_before_make_swap_held_requests_and_says_how_long(
+    observed: Observed,
+) -> None:
+    url, start, end = observed.prometheus_url, observed.held_from, time.time()
+    unavailable = _query_range(url, LAST_SWAP_ALIAS_UNAVAILABLE_SECONDS.exported, start, end)
+    small = [s for s in unavailable if s["metric"]["alias"] == "small"]
+    assert small and small[0]["metric"]["strategy"] == "break-before-make", unavailable
+    assert float(small[0]["values"][-1][1]) > 1.0, small
+    mbb = [s for s in unavailable if s["metric"]["alias"] == "default"]
+    assert all(float(v[1]) == 0.0 for s in mbb for v in s["values"]), mbb
 
 
 def _query_now(url: str, expr: str) -> list[dict[str, Any]]:

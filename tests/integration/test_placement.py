@@ -14,6 +14,7 @@ import pytest
 
 from domain.deployment_config import AcceleratorConfig, LayoutConfig, ModelDeploymentConfig
 from serve_apps.placement import placement_for
+from tests.support.running_stack import free_port
 
 SLOTS = "accel_slot"
 CPU = AcceleratorConfig(kind="cpu", standin_resource=SLOTS)
@@ -27,8 +28,11 @@ def cluster() -> Iterator[Any]:
     import ray
     from ray.cluster_utils import Cluster
 
+    # The dashboard serves Ray's state API, from which a deployment's start-up steps are
+    # read (the replica's worker timestamps and its log).
     test_cluster = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 4, "include_dashboard": False}
+        initialize_head=True,
+        head_node_args={"num_cpus": 4, "include_dashboard": True, "dashboard_port": free_port()},
     )
     for _ in range(2):
         test_cluster.add_node(num_cpus=8, resources={SLOTS: 4})

@@ -2,9 +2,14 @@
 MiniMax replaces it on the same accelerators through `ray job submit`, while a real
 Prometheus (`switchyard metrics prometheus`) scrapes every metrics agent.
 
-tests/e2e/test_hot_swap.py asserts what clients saw and what the job printed;
+Both need one of the head's accelerator slots, so that swap is make-before-break. Then a
+forced break-before-make swap of the Llama miniature behind `small` (to `mini-llama-b`),
+under a lighter load, so the holds are seen too.
+
+tests/e2e/test_hot_swap.py asserts what clients saw and what the jobs printed;
 tests/integration/test_observability.py what Prometheus recorded. After it, MiniMax serves
-`default` on the real stack and Kimi is a tombstone naming MiniMax.
+`default` and `mini-llama-b` serves `small` on the real stack; Kimi is a tombstone naming
+MiniMax.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import openai
 
 from tests.support.client_pool import ClientPool, PoolReport
 from tests.support.running_stack import SWITCHYARD, RunningStack, free_port, stack_env
-from tests.support.shared_stacks import API_KEY, KIMI, MINIMAX
+from tests.support.shared_stacks import API_KEY, KIMI, LLAMA, MINIMAX
 from tests.support.waiting import wait_until
 
 RAY = str(Path(sys.executable).with_name("ray"))
@@ -46,6 +51,15 @@ class StorySwap:
     """Unix time the load began (the start of every Prometheus range query)."""
     swapped_at: float
     """Unix time the swap job returned (MiniMax serving `default`, Kimi removed)."""
+    held_job: subprocess.CompletedProcess[str]
+    """`ray job submit -- switchyard swap mini-llama ... --strategy break-before-make`."""
+    held_pool: PoolReport
+    """Two clients calling `small` through that swap."""
+    held_from: float
+    """Unix time that swap began (the end of the story swap's range)."""
+
+
+LLAMA_B = "mini-llama-b"
 
 
 def ray_job(
@@ -128,7 +142,28 @@ def run_story_swap(stack: RunningStack) -> Iterator[StorySwap]:
         stop.set()
         traffic.join(timeout=120)
         time.sleep(EXPORT_WAIT_S)
-        yield StorySwap(stack, job, pool.report, tuple(answered), url, started_at, swapped_at)
+        held_from = time.time()
+        small = ClientPool(stack.base_url, "small", workers=2, api_key=API_KEY)
+        with small:
+            time.sleep(EXPORT_WAIT_S / 2)
+            held_job = ray_job(
+                stack, "swap", LLAMA, "miniature:llama", "--name", LLAMA_B,
+                "--strategy", "break-before-make",
+            )  # fmt: skip
+            time.sleep(EXPORT_WAIT_S / 2)
+        time.sleep(EXPORT_WAIT_S)
+        yield StorySwap(
+            stack,
+            job,
+            pool.report,
+            tuple(answered),
+            url,
+            started_at,
+            swapped_at,
+            held_job,
+            small.report,
+            held_from,
+        )
     finally:
         prometheus.send_signal(signal.SIGTERM)
         prometheus.wait(timeout=60)
