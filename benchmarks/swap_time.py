@@ -214,18 +214,6 @@ def swap_runs(args: argparse.Namespace) -> list[tuple[SwapRun, tuple[str, str, s
     ]
 
 
-STEPS = (
-    "scheduling",
-    "replica_process",
-    "engine_start",
-    "weight_load",
-    "kv_cache",
-    "compile",
-    "replica_ready",
-    "warm_up",
-)
-
-
 def _step(steps: dict[str, float | None] | None, name: str) -> str:
     if not steps or name not in steps:
         return "-"
@@ -282,6 +270,8 @@ def markdown(document: dict[str, Any]) -> str:
         (document["swaps"][k]["swap"] or {}).get("startup_steps")
         for k in ("mbb", "bbm_before", "bbm_after")
     ]
+    from cluster.startup_steps import STEPS
+
     for name in STEPS:
         lines.append(f"| {name} | " + " | ".join(_step(c, name) for c in columns) + " |")
     lines.append("")

@@ -12,6 +12,7 @@ from domain.validation_message import dotted, validation_line
 
 if TYPE_CHECKING:
     from domain.deployment_config import ModelDeploymentConfig
+    from domain.operation_request import SwapRequest
 
 T = TypeVar("T")
 
@@ -97,28 +98,36 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from domain.operation_request import AddRequest, OperationRequest, SwapRequest
+    from domain.operation_request import AddRequest, OperationRequest
     from switchyard.fleet_client import resolve_address, run_operation
 
     config = model_config(args)
     request: OperationRequest
     if args.replace:
-        request = request_or_exit(
-            lambda: SwapRequest(
-                old=args.replace,
-                config=config,
-                dry_run=args.dry_run,
-                strategy=args.strategy,
-                prefetch_weights=args.prefetch_weights,
-                deploy_early=args.deploy_early,
-            )
-        )
+        request = swap_request(args, args.replace, config)
     else:
         if args.strategy != "auto":
             raise UserInputError("--strategy: only meaningful with --replace OLD (a swap)")
         request = AddRequest(config=config, dry_run=args.dry_run)
     address = resolve_address(args.address, args.state_dir)
     return run_operation(address, request, as_json=args.json)
+
+
+def swap_request(args: argparse.Namespace, old: str, config: ModelDeploymentConfig) -> SwapRequest:
+    """The swap `swap OLD ...` and `add ... --replace OLD` ask for, with the strategy flags
+    of `add_strategy_argument`."""
+    from domain.operation_request import SwapRequest
+
+    return request_or_exit(
+        lambda: SwapRequest(
+            old=old,
+            config=config,
+            dry_run=args.dry_run,
+            strategy=args.strategy,
+            prefetch_weights=args.prefetch_weights,
+            deploy_early=args.deploy_early,
+        )
+    )
 
 
 def request_or_exit(build: Callable[[], T]) -> T:

@@ -9,7 +9,7 @@ from switchyard.commands.add import (
     add_model_arguments,
     add_strategy_argument,
     model_config,
-    request_or_exit,
+    swap_request,
 )
 
 
@@ -27,19 +27,8 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from domain.operation_request import SwapRequest
     from switchyard.fleet_client import resolve_address, run_operation
 
-    config = model_config(args)
-    request = request_or_exit(
-        lambda: SwapRequest(
-            old=args.old,
-            config=config,
-            dry_run=args.dry_run,
-            strategy=args.strategy,
-            prefetch_weights=args.prefetch_weights,
-            deploy_early=args.deploy_early,
-        )
-    )
+    request = swap_request(args, args.old, model_config(args))
     address = resolve_address(args.address, args.state_dir)
     return run_operation(address, request, as_json=args.json)
