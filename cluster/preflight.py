@@ -20,7 +20,7 @@ from cluster.operation_recorder import OperationRecorder
 from domain.deployment_config import ModelDeploymentConfig
 from domain.fleet_state import FleetState
 from domain.operation import AdmissionSummary
-from policies.admission import Candidate
+from policies.admission import Candidate, Decision
 from policies.inventory import ClusterInventory
 from policies.reasons import Reason
 
@@ -106,6 +106,31 @@ def stage_and_probe(
     return Staged(model_dir, inventory)
 
 
+Verdict = Decision | str
+"""The policy's decision, or why it could not decide (an unsupported architecture, an
+invalid config)."""
+
+
+def verdict(
+    config: ModelDeploymentConfig, staged: Staged, *, freed: Mapping[str, int] | None
+) -> Verdict:
+    """The policy on the staged inventory counting `freed` as free (reads the staged model's
+    config and weight index once)."""
+    try:
+        return decide(staged.model_dir, config, staged.inventory, freed=freed)
+    except ValueError as exc:
+        return str(exc)
+
+
+def refusals(judged: Verdict) -> tuple[str, ...]:
+    """Why `judged` refuses; empty when admitted."""
+    if isinstance(judged, str):
+        return (judged,)
+    if judged.admitted:
+        return ()
+    return _reasons(judged.reasons, judged.candidates[0] if judged.candidates else None)
+
+
 def admission(
     ctx: FleetContext,
     op: OperationRecorder,
@@ -113,20 +138,25 @@ def admission(
     staged: Staged,
     *,
     freed: Mapping[str, int] | None,
-    record: bool = True,
 ) -> tuple[str, ...]:
-    """Why the policy refuses `config` on the staged inventory counting `freed` as free;
-    empty when admitted. `record`: this is the operation's decision (metrics, details,
-    progress), not a question asked on the way to it."""
-    try:
-        decision = decide(staged.model_dir, config, staged.inventory, freed=freed)
-    except ValueError as exc:  # unsupported architecture, invalid config
-        if record:
-            ctx.metrics.admission(False, ["unsupported_model"])
-        return (str(exc),)
+    """Why the policy refuses `config` counting `freed` as free (empty when admitted),
+    recorded as the operation's decision."""
+    return record_admission(ctx, op, config, staged, verdict(config, staged, freed=freed))
+
+
+def record_admission(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    config: ModelDeploymentConfig,
+    staged: Staged,
+    judged: Verdict,
+) -> tuple[str, ...]:
+    """`judged` as the operation's decision (metrics, details, progress); its refusals."""
+    if isinstance(judged, str):
+        ctx.metrics.admission(False, ["unsupported_model"])
+        return (judged,)
+    decision = judged
     candidate = decision.candidates[0] if decision.candidates else None
-    if not record:
-        return () if decision.admitted else _reasons(decision.reasons, candidate)
     codes = [r.code for r in decision.reasons]
     if not codes and candidate is not None and not decision.admitted:
         codes = [r.code for r in candidate.reasons]
@@ -138,7 +168,7 @@ def admission(
         candidate_reasons=[str(r) for r in candidate.reasons] if candidate else [],
     )
     if not decision.admitted:
-        return _reasons(decision.reasons, candidate)
+        return refusals(decision)
     nodes = len(staged.inventory.nodes)
     op.note(f"admitted {config.name} as {config.layout} ({nodes} nodes)")
     return ()

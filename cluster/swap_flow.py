@@ -23,7 +23,15 @@ from cluster.bring_up import bring_up, finish_bring_up, start_bring_up
 from cluster.cluster_port import DeployFailed
 from cluster.fleet_context import FleetContext, model_route
 from cluster.operation_recorder import OperationRecorder
-from cluster.preflight import PreflightResult, Staged, admission, stage_and_probe
+from cluster.preflight import (
+    PreflightResult,
+    Staged,
+    admission,
+    record_admission,
+    refusals,
+    stage_and_probe,
+    verdict,
+)
 from cluster.waiting import wait_for
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
@@ -69,12 +77,14 @@ def choose_strategy(
     if asked is bbm:
         refused = admission(ctx, op, new, staged, freed=claimed)
         return StrategyChoice(bbm, "asked for", refused)
-    beside = admission(ctx, op, new, staged, freed=None, record=False)
-    if not beside:
-        admission(ctx, op, new, staged, freed=None)
+    # Asked first whether NEW fits beside OLD; only the strategy's own verdict is recorded.
+    beside = verdict(new, staged, freed=None)
+    not_beside = refusals(beside)
+    if not not_beside:
+        record_admission(ctx, op, new, staged, beside)
         return StrategyChoice(mbb, "NEW fits on accelerators free while OLD runs")
     refused = admission(ctx, op, new, staged, freed=claimed)
-    why = f"NEW does not fit beside OLD ({beside[0]}), so it takes the accelerators OLD frees"
+    why = f"NEW does not fit beside OLD ({not_beside[0]}), so it takes the accelerators OLD frees"
     return StrategyChoice(bbm, why, refused)
 
 

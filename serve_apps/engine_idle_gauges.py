@@ -19,15 +19,11 @@ within two export intervals and no panel shows it as live.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from serve_apps.loop_task import LoopTask
-
-log = logging.getLogger(__name__)
+from serve_apps.periodic_refresh import PeriodicRefresh
 
 REPLICA_LABEL: Final = "ReplicaId"
 """The label vLLM's Ray metric wrappers add to every engine metric (`ray_wrappers.py`)."""
@@ -102,8 +98,11 @@ class IdleGaugeRepublisher:
         self._activity = activity
         self._samples = tuple(samples)
         self._sink = sink
-        self._period_s = period_s
-        self._loop = LoopTask(self._follow)
+        # A failed publish is logged and costs one period of dashboard data, never the
+        # replica: PeriodicRefresh keeps going.
+        self._loop = PeriodicRefresh(
+            self._publish, False, period_s=period_s, what="the idle engine's gauges"
+        )
 
     def publish_once(self) -> bool:
         """Publish the idle values if the engine is idle now; whether it did."""
@@ -119,16 +118,8 @@ class IdleGaugeRepublisher:
     async def stop(self) -> None:
         await self._loop.stop()
 
-    async def _follow(self) -> None:
-        while True:
-            try:
-                self.publish_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                # A failed publish costs one interval of dashboard data, never the replica.
-                log.exception("could not publish the idle engine's gauges")
-            await asyncio.sleep(self._period_s)
+    async def _publish(self) -> bool:
+        return self.publish_once()
 
 
 class AsyncLLMActivity:

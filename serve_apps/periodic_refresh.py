@@ -1,4 +1,5 @@
-"""A value fetched again every `period_s` on the caller's event loop, for the gateway's views.
+"""A value fetched again every `period_s` on the caller's event loop (the gateway's views,
+the engine replica's idle gauges).
 
 A failed fetch keeps the previous value (and is logged): a view never blocks or empties on a
 transient error, and `updated_at` tells readers how fresh it is.

@@ -70,23 +70,17 @@ class RoutingTable:
         """`route` serving `aliases`, in one version: the model it replaces becomes a
         tombstone naming it (with the aliases that were its own dropped), and the moved
         aliases are no longer held. Gateways see the whole switch or none of it."""
-        models = dict(self.models)
-        models[route.name] = route
-        table_aliases = dict(self.aliases)
-        if replaced is not None and replaced in models:
-            models[replaced] = replace(
-                models[replaced], state=ModelState.REMOVED, replaced_by=route.name
-            )
-            table_aliases = {a: m for a, m in table_aliases.items() if m != replaced}
+        table = self.with_model(route)
+        if replaced is not None and replaced in table.models:
+            table = table.without_model(replaced, replaced_by=route.name)
         moving = frozenset(aliases)
-        table_aliases.update(dict.fromkeys(moving, route.name))
+        held = self.held_aliases - moving
         return replace(
-            self,
+            table,
             version=self.version + 1,
-            models=models,
-            aliases=table_aliases,
-            held_aliases=self.held_aliases - moving,
-            hold_ends_at=self.hold_ends_at if self.held_aliases - moving else None,
+            aliases={**table.aliases, **dict.fromkeys(moving, route.name)},
+            held_aliases=held,
+            hold_ends_at=self.hold_ends_at if held else None,
         )
 
     def with_held(self, aliases: frozenset[str], ends_at: float | None = None) -> RoutingTable:

@@ -129,12 +129,11 @@ def test_a_wrong_api_key_stops_at_the_warm_up_with_the_reason(stack: RunningStac
     assert "warm-up" in last and "HTTP 401" in last
 
 
-# Last in this module: the swaps move `small` to other models.
-def test_a_load_through_a_hot_swap_fails_nothing_and_reports_the_swap(
-    stack: RunningStack, tmp_path: Path
-) -> None:
-    out = tmp_path / "swap.json"
-    result = _bench(
+def _swap_bench(
+    stack: RunningStack, out: Path, old: str, new: str, *flags: str
+) -> subprocess.CompletedProcess[str]:
+    """`bench --during-swap OLD miniature:llama --name NEW` under a steady load on `small`."""
+    return _bench(
         stack,
         "--model", MODEL,
         "--api-key", API_KEY,
@@ -144,10 +143,19 @@ def test_a_load_through_a_hot_swap_fails_nothing_and_reports_the_swap(
         "--output-len", str(OUTPUT_LEN),
         "--swap-delay", "3",
         "--swap-tail", "3",
-        "--during-swap", "mini-llama", "miniature:llama",
-        "--name", "mini-llama-b",
+        "--during-swap", old, "miniature:llama",
+        "--name", new,
+        *flags,
         "--json", str(out),
     )  # fmt: skip
+
+
+# Last in this module: the swaps move `small` to other models.
+def test_a_load_through_a_hot_swap_fails_nothing_and_reports_the_swap(
+    stack: RunningStack, tmp_path: Path
+) -> None:
+    out = tmp_path / "swap.json"
+    result = _swap_bench(stack, out, "mini-llama", "mini-llama-b")
     assert result.returncode == 0, result.stdout + result.stderr
     document: dict[str, Any] = json.loads(out.read_text())
     swap, window = document["swap"], document["window"]
@@ -179,21 +187,9 @@ def test_a_forced_break_before_make_holds_and_loses_nothing(
     stack: RunningStack, tmp_path: Path
 ) -> None:
     out = tmp_path / "swap.json"
-    result = _bench(
-        stack,
-        "--model", MODEL,
-        "--api-key", API_KEY,
-        "--concurrency", "4",
-        "--num-prompts", str(NUM_PROMPTS),
-        "--input-len", str(INPUT_LEN),
-        "--output-len", str(OUTPUT_LEN),
-        "--swap-delay", "3",
-        "--swap-tail", "3",
-        "--during-swap", "mini-llama-b", "miniature:llama",
-        "--name", "mini-llama-c",
-        "--strategy", "break-before-make",
-        "--json", str(out),
-    )  # fmt: skip
+    result = _swap_bench(
+        stack, out, "mini-llama-b", "mini-llama-c", "--strategy", "break-before-make"
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     document: dict[str, Any] = json.loads(out.read_text())
     swap, window = document["swap"], document["window"]
