@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from domain.deployment_config import ModelDeploymentConfig
+from domain.deployment_config import LayoutConfig, ModelDeploymentConfig
 from policies.admission import AdmissionRequest, Decision, admit
 from policies.hf_config import load_model_spec
 from policies.inventory import ClusterInventory
@@ -18,15 +18,29 @@ from policies.memory import KvCacheDtype
 from policies.weights import weights_from_model_dir
 
 
-def admission_request(config: ModelDeploymentConfig) -> AdmissionRequest:
+def admission_request(
+    config: ModelDeploymentConfig, *, any_layout: bool = False
+) -> AdmissionRequest:
+    """The policy's request for what will be deployed: the same KV dtype, memory share,
+    context and batch limits vLLM gets. `any_layout` asks for a recommendation (a layout
+    `auto`) instead of judging the config's own."""
     layout = config.layout
-    kv = KvCacheDtype.FP8 if config.engine.kv_cache_dtype.startswith("fp8") else KvCacheDtype.AUTO
+    engine = config.engine
+    kv = KvCacheDtype.FP8 if engine.kv_cache_dtype.startswith("fp8") else KvCacheDtype.AUTO
+    batch: dict[str, int] = {}
+    if engine.max_num_seqs is not None:
+        batch["max_num_seqs"] = engine.max_num_seqs
+    if engine.max_num_batched_tokens is not None:
+        batch["max_num_batched_tokens"] = engine.max_num_batched_tokens
     return AdmissionRequest(
-        max_model_len=config.engine.max_model_len,
-        gpu_memory_utilization=config.engine.gpu_memory_utilization,
+        max_model_len=engine.max_model_len,
+        gpu_memory_utilization=engine.gpu_memory_utilization,
         kv_cache_dtype=kv,
-        layout=Layout(tp=layout.tp, pp=layout.pp, dp=layout.dp, ep=layout.ep),
+        layout=None
+        if any_layout
+        else Layout(tp=layout.tp, pp=layout.pp, dp=layout.dp, ep=layout.ep),
         weights_cached_on=frozenset({"cache"}),
+        **batch,
     )
 
 
@@ -36,7 +50,21 @@ def decide(
     inventory: ClusterInventory,
     *,
     freed: Mapping[str, int] | None = None,
+    any_layout: bool = False,
 ) -> Decision:
     spec = load_model_spec(model_dir)
     weights = weights_from_model_dir(model_dir, spec)
-    return admit(spec, weights, inventory, admission_request(config), freed=freed)
+    request = admission_request(config, any_layout=any_layout)
+    return admit(spec, weights, inventory, request, freed=freed)
+
+
+def auto_layout_of(decision: Decision, accelerator_kind: str) -> LayoutConfig | None:
+    """The best usable candidate the deployer can run here (`layout: auto`): the policy's
+    ranking, skipping what the deployer refuses (expert parallel on the CPU engine, data
+    parallel with expert parallel; domain/deployment_config.py)."""
+    for candidate in decision.candidates:
+        layout = candidate.layout
+        if not candidate.usable or (layout.ep and (accelerator_kind == "cpu" or layout.dp > 1)):
+            continue
+        return LayoutConfig(tp=layout.tp, pp=layout.pp, dp=layout.dp, ep=layout.ep)
+    return None

@@ -24,13 +24,17 @@ def bring_up(
     config: ModelDeploymentConfig,
     model_dir: Path,
     op: OperationRecorder | None = None,
+    *,
+    routed: bool = True,
 ) -> None:
     """Deploy `config` as `app` and warm it with one real request, LOADING meanwhile.
 
     Clients see nothing of it until the caller publishes it READY. Raises DeployFailed with
-    the app deleted and the route FAILED (a refused placement leaves no route at all)."""
-    started_at = start_bring_up(ctx, app, config, model_dir)
-    finish_bring_up(ctx, app, config, started_at, op)
+    the app deleted and the route FAILED (a refused placement leaves no route at all).
+    `routed=False` leaves the routing table alone: the model's name is served by another app
+    of it meanwhile (a same-name swap)."""
+    started_at = start_bring_up(ctx, app, config, model_dir, routed=routed)
+    finish_bring_up(ctx, app, config, started_at, op, routed=routed)
 
 
 def start_bring_up(
@@ -40,6 +44,7 @@ def start_bring_up(
     model_dir: Path,
     *,
     check_placement: bool = True,
+    routed: bool = True,
 ) -> float:
     """Create `app` (LOADING) without waiting for it; the Unix time it started.
 
@@ -51,11 +56,13 @@ def start_bring_up(
         problem = ctx.ports.serve.placement_problem(config)
         if problem is not None:
             raise PlacementRefused(f"{config.name} ({config.layout}) cannot be placed: {problem}")
-    ctx.ports.routes.put_route(model_route(app, config, ModelState.LOADING))
+    if routed:
+        ctx.ports.routes.put_route(model_route(app, config, ModelState.LOADING))
     try:
         return ctx.ports.serve.start_deploy(app, config, model_dir)
     except DeployFailed as exc:
-        ctx.ports.routes.set_route_state(config.name, ModelState.FAILED, str(exc))
+        if routed:
+            ctx.ports.routes.set_route_state(config.name, ModelState.FAILED, str(exc))
         raise
 
 
@@ -65,6 +72,8 @@ def finish_bring_up(
     config: ModelDeploymentConfig,
     started_at: float,
     op: OperationRecorder | None,
+    *,
+    routed: bool = True,
 ) -> None:
     """Wait for `app` to run, warm it, and record where its start went (`op`'s progress
     and details, the metrics, the fleet's start-up times)."""
@@ -75,7 +84,8 @@ def finish_bring_up(
         warm_up_s = ctx.clock.monotonic() - warm_started
     except DeployFailed as exc:
         ctx.ports.serve.delete(app.app)
-        ctx.ports.routes.set_route_state(config.name, ModelState.FAILED, str(exc))
+        if routed:
+            ctx.ports.routes.set_route_state(config.name, ModelState.FAILED, str(exc))
         raise
     seconds = deployed.running_at - deployed.started_at + warm_up_s
     ctx.desired.update(ctx.desired.state.with_startup(config, seconds))

@@ -78,9 +78,10 @@ class RoutePort(Protocol):
         """Requests for these aliases wait in the gateways instead of failing; `ends_at`
         (Unix time) is when the hold is expected to end, if known."""
 
-    def in_flight(self, name: str, min_version: int) -> int | None:
-        """Requests in flight for `name` over every live gateway replica; None until all of
-        them have seen routing table `min_version`."""
+    def in_flight(self, app: str, min_version: int) -> int | None:
+        """Requests in flight for the Serve app `app` (one deployment of a model) over every
+        live gateway replica; None until all of them have seen routing table
+        `min_version`."""
 
 
 class ServePort(Protocol):

@@ -14,19 +14,25 @@ import logging
 import threading
 from typing import Any
 
+from pydantic import ValidationError
+
 from cluster.bring_up import bring_up
 from cluster.cluster_port import ClusterPorts, DeployFailed
 from cluster.fleet_context import DesiredFleet, FleetContext
 from cluster.fleet_metrics import DiscardFleetMetrics, FleetMetrics
+from cluster.fleet_plan import FleetPlan, LiveModel, PlanSources, plan_fleet
 from cluster.journal import Journal
 from cluster.manager_settings import ManagerSettings
 from cluster.model_health import HealthChange, health_changes
+from cluster.node_probe.policy_inventory import policy_inventory
 from cluster.operation_recorder import OperationRecorder
 from cluster.preflight import preflight
 from cluster.reconcile import reconcile
 from cluster.swap_flow import swap
 from cluster.waiting import Clock, SystemClock
 from domain.deployment_config import ModelDeploymentConfig
+from domain.fleet_diff import diff_fleet
+from domain.fleet_file import FleetFile, FleetModelEntry
 from domain.fleet_state import FleetState
 from domain.model_state import ModelState
 from domain.operation import (
@@ -47,6 +53,7 @@ from domain.operation_request import (
     RemoveRequest,
     SwapRequest,
 )
+from domain.validation_message import dotted, validation_line
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +108,50 @@ class FleetEngine:
         """Every node's probed and overridden hardware, as admission sees it now."""
         return self._ctx.ports.nodes.probe().to_json()
 
+    def plan(self, desired: FleetFile) -> FleetPlan:
+        """The steps from the live fleet to `desired`, each judged (cluster/fleet_plan.py);
+        changes nothing."""
+        ctx = self._ctx
+        state = ctx.desired.state
+        live_entries = {name: model.requested for name, model in state.models.items()}
+        diff = diff_fleet(live_entries, state.aliases, desired)
+        probed = ctx.ports.nodes.probe()
+        inventory = policy_inventory(probed.facts, probed.available, ctx.settings.accelerator)
+        resource = ctx.settings.accelerator_resource
+        live = {
+            name: LiveModel(
+                live_entries[name],
+                model.config,
+                ctx.ports.serve.claimed_by(model.app.app, resource),
+            )
+            for name, model in state.models.items()
+        }
+        sources = PlanSources(
+            model_dir=ctx.ports.nodes.read_config,
+            inventory=inventory,
+            accelerator=ctx.settings.accelerator,
+            startup_of=state.startup_of,
+        )
+        return plan_fleet(diff, live, state.aliases, sources)
+
+    def export(self) -> list[FleetModelEntry]:
+        """Each live model's entry as asked for, with the aliases it has now."""
+        state = self._ctx.desired.state
+        entries = []
+        for name, model in sorted(state.models.items()):
+            entry = model.requested
+            aliases = state.aliases_of(name)
+            if aliases != entry.aliases:
+                entry = FleetModelEntry.model_validate(
+                    {**entry.model_dump(mode="json", exclude_unset=True), "aliases": aliases}
+                )
+            entries.append(entry)
+        return entries
+
+    def record_apply(self, record: dict[str, Any]) -> None:
+        """Journal an `apply` (its file's sha256, who ran it, its steps; then its end)."""
+        self._ctx.journal.append({"event": "apply", **record, "at": now()})
+
     # ------------------------------------------------------------------ entry point
     def run(self, request: OperationRequest) -> OperationResult:
         """Perform one operation; its result says done / rejected / rolled back / failed."""
@@ -119,23 +170,33 @@ class FleetEngine:
                 "retry when it has finished",
             )
         try:
-            match request:
-                case AddRequest():
-                    return self._add(self._with_cluster_defaults(request.config), request.dry_run)
-                case SwapRequest():
-                    config = self._with_cluster_defaults(request.config)
-                    resolved = request.model_copy(update={"config": config})
-                    result = swap(self._ctx, self._begin, resolved)
-                    if not request.dry_run and result.outcome is not Outcome.REJECTED:
-                        self._last_swap = SwapSummary.of(result, now())
-                    return result
-                case RemoveRequest():
-                    return self._remove(request.name)
-                case AliasRequest():
-                    return self._set_alias(request.alias, request.name)
+            return self._run(request)
+        except ValidationError as exc:
+            # Valid on its own but not on this cluster (expert parallel asked of the CPU
+            # engine): refused, nothing changed.
+            return self._refusal(request.kind, validation_line(exc, dotted("")))
         finally:
             self._current = None
             self._lock.release()
+
+    def _run(self, request: OperationRequest) -> OperationResult:
+        match request:
+            case AddRequest():
+                entry = request.entry or FleetModelEntry.of_config(request.config)
+                config = self._with_cluster_defaults(request.config)
+                return self._add(config, request.dry_run, entry)
+            case SwapRequest():
+                config = self._with_cluster_defaults(request.config)
+                entry = request.entry or FleetModelEntry.of_config(request.config)
+                resolved = request.model_copy(update={"config": config, "entry": entry})
+                result = swap(self._ctx, self._begin, resolved)
+                if not request.dry_run and result.outcome is not Outcome.REJECTED:
+                    self._last_swap = SwapSummary.of(result, now())
+                return result
+            case RemoveRequest():
+                return self._remove(request.name)
+            case AliasRequest():
+                return self._set_alias(request.alias, request.name)
 
     def _with_cluster_defaults(self, config: ModelDeploymentConfig) -> ModelDeploymentConfig:
         """What a request leaves to the cluster: its accelerator kind, and eager mode on
@@ -157,7 +218,9 @@ class FleetEngine:
         return op
 
     # ------------------------------------------------------------------ add / remove / alias
-    def _add(self, config: ModelDeploymentConfig, dry_run: bool) -> OperationResult:
+    def _add(
+        self, config: ModelDeploymentConfig, dry_run: bool, entry: FleetModelEntry
+    ) -> OperationResult:
         ctx = self._ctx
         app = ctx.desired.state.next_app(config.name)
         op = self._begin(
@@ -169,12 +232,18 @@ class FleetEngine:
                 dry_run=dry_run,
                 generation=app.generation,
                 new_config=config,
+                new_entry=entry,
             ),
         )
         op.phase(SwapPhase.PREFLIGHT, f"admission for {config.name}")
-        checked = preflight(ctx, op, config, freed=None, dry_run=dry_run)
+        checked = preflight(
+            ctx, op, config, freed=None, dry_run=dry_run, auto_layout=entry.auto_layout
+        )
         if not checked.admitted:
             return op.end(Outcome.REJECTED, "not admitted: " + "; ".join(checked.reasons))
+        assert checked.config is not None
+        config = checked.config
+        op.details.new_config = config
         if dry_run:
             return op.end(
                 Outcome.DONE,
@@ -190,7 +259,7 @@ class FleetEngine:
                 ctx.ports.routes.remove_route(config.name)
             return op.end(Outcome.FAILED, f"{config.name} failed to start: {exc}")
         ctx.publish_ready(app, config)
-        ctx.desired.update(ctx.desired.state.with_model(config, app.generation))
+        ctx.desired.update(ctx.desired.state.with_model(config, app.generation, entry))
         seconds = ctx.clock.monotonic() - started
         return op.end(Outcome.DONE, f"{config.name} is serving ({seconds:.1f} s)")
 

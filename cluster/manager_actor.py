@@ -17,6 +17,7 @@ from typing import Any
 from cluster.cluster_port import ClusterPorts
 from cluster.fleet_engine import FleetEngine
 from cluster.fleet_metrics import RayFleetMetrics
+from cluster.fleet_plan import FleetPlan
 from cluster.fleet_sampler import FleetSampler
 from cluster.journal import Journal
 from cluster.live_stats_sampler import LiveStatsSampler
@@ -26,6 +27,7 @@ from cluster.ray_nodes import RayNodes
 from cluster.ray_runtime import LOCAL_HEAD_MARKER
 from cluster.registry_routes import RegistryRoutes
 from cluster.serve_control import ServeControl
+from domain.fleet_file import FleetFile, FleetModelEntry
 from domain.fleet_state import FleetState
 from domain.operation import OperationEvent, OperationResult, RunningOperation, SwapSummary
 from domain.operation_request import OperationRequest
@@ -108,6 +110,15 @@ class ManagerService:
 
     def last_swap(self) -> SwapSummary | None:
         return self._engine.last_swap()
+
+    def plan_fleet(self, desired: FleetFile) -> FleetPlan:
+        return self._engine.plan(desired)
+
+    def export_fleet(self) -> list[FleetModelEntry]:
+        return self._engine.export()
+
+    def record_apply(self, record: dict[str, Any]) -> None:
+        self._engine.record_apply(record)
 
 
 def _ray_logs_dir(state_dir: Path) -> Path | None:

@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster.admission_gate import decide
+from cluster.admission_gate import auto_layout_of, decide
+from cluster.deployment_resolution import resolve_deployment
 from cluster.fleet_context import FleetContext
 from cluster.node_probe.policy_inventory import policy_inventory
 from cluster.node_probe.records import ProbedCluster
@@ -31,6 +32,8 @@ class PreflightResult:
     """The staged model (a config-only directory for a dry run); None if staging failed."""
     reasons: tuple[str, ...]
     """Why the deployment is refused; empty when admitted."""
+    config: ModelDeploymentConfig | None = None
+    """The config as it will be deployed (recipe applied, layout resolved), once resolved."""
 
     @property
     def admitted(self) -> bool:
@@ -45,9 +48,12 @@ class Staged:
     inventory: ClusterInventory
 
 
-def name_problems(state: FleetState, config: ModelDeploymentConfig) -> list[str]:
+def name_problems(
+    state: FleetState, config: ModelDeploymentConfig, replacing: str | None = None
+) -> list[str]:
+    """Name clashes with the fleet; `replacing` (a swap's OLD) may be `config`'s own name."""
     problems = []
-    if config.name in state.models:
+    if config.name in state.models and config.name != replacing:
         problems.append(f"a model named '{config.name}' already exists")
     for alias in config.aliases:
         if alias in state.models:
@@ -62,20 +68,67 @@ def preflight(
     *,
     freed: Mapping[str, int] | None,
     dry_run: bool,
+    auto_layout: bool = False,
 ) -> PreflightResult:
-    """Stage `config`'s weights and run admission counting `freed` as free."""
+    """Stage `config`'s weights, resolve it (recipe, `layout: auto`) and run admission
+    counting `freed` as free."""
     staged = stage_and_probe(ctx, op, config, dry_run=dry_run)
     if isinstance(staged, PreflightResult):
         return staged
-    return PreflightResult(staged.model_dir, admission(ctx, op, config, staged, freed=freed))
+    resolved = resolve(ctx, op, config, staged, freed=freed, auto_layout=auto_layout)
+    if isinstance(resolved, tuple):
+        return PreflightResult(staged.model_dir, resolved)
+    refused = admission(ctx, op, resolved, staged, freed=freed)
+    return PreflightResult(staged.model_dir, refused, resolved)
+
+
+def resolve(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    config: ModelDeploymentConfig,
+    staged: Staged,
+    *,
+    freed: Mapping[str, int] | None,
+    auto_layout: bool,
+) -> ModelDeploymentConfig | tuple[str, ...]:
+    """`config` as it will be deployed: the architecture's recipe on the engine fields it
+    leaves unset, and its layout the policy's recommendation when it asked for `auto`
+    (counting `freed` as free); the refusals when the recipe or the policy refuse."""
+    resolution = resolve_deployment(config, staged.model_dir)
+    for note in resolution.notes:
+        op.note(note)
+    if resolution.refusals:
+        ctx.metrics.admission(False, [r.split(":", 1)[0] for r in resolution.refusals])
+        return resolution.refusals
+    config = resolution.config
+    if not auto_layout:
+        return config
+    try:
+        decision = decide(staged.model_dir, config, staged.inventory, freed=freed, any_layout=True)
+    except ValueError as exc:
+        return (str(exc),)
+    chosen = auto_layout_of(decision, config.accelerator.kind)
+    if chosen is None:
+        return refusals(decision) or ("no recommended layout is deployable here",)
+    op.note(
+        f"layout auto: {chosen} (admission's recommendation, ranked by the single-stream "
+        "decode ceiling; the objective is recorded, not yet used)"
+    )
+    op.details.layout = str(chosen)
+    return config.model_copy(update={"layout": chosen})
 
 
 def stage_and_probe(
-    ctx: FleetContext, op: OperationRecorder, config: ModelDeploymentConfig, *, dry_run: bool
+    ctx: FleetContext,
+    op: OperationRecorder,
+    config: ModelDeploymentConfig,
+    *,
+    dry_run: bool,
+    replacing: str | None = None,
 ) -> Staged | PreflightResult:
     """Names checked, weights staged (a dry run reads the config only), nodes probed; a
     PreflightResult with the reasons when any of it refuses."""
-    problems = name_problems(ctx.desired.state, config)
+    problems = name_problems(ctx.desired.state, config, replacing)
     if problems:
         ctx.metrics.admission(False, ["name_conflict"])
         return PreflightResult(None, tuple(problems))

@@ -10,6 +10,9 @@ What is decided, by the journal's last phase and strategy of the interrupted ope
 - a make-before-break swap that had switched (`switching` with NEW running or recorded,
   `draining`, `removing_old`) is completed: OLD removed; one that had not is undone: NEW
   removed, OLD serving as it was, untouched;
+- a same-name swap (a fleet file's new engine settings: OLD and NEW share the name under
+  two generations) follows the same rules; a route is removed only when it is the app's
+  own, since the name's route may still be OLD's;
 - an interrupted add is undone (its app and route removed): it was never recorded, and a
   model nobody warmed up must not take traffic;
 - an interrupted remove or alias change is completed: both are idempotent.
@@ -90,8 +93,7 @@ def _finish_make_before_break(
     # Not switched: OLD never stopped serving; NEW goes, whatever its status.
     if new_app.app in statuses:
         ctx.ports.serve.delete(new_app.app)
-    if new_name in ctx.ports.routes.routing_table().models:
-        ctx.ports.routes.remove_route(new_name)
+    _remove_route_of(ctx, new_app)
     return Outcome.ROLLED_BACK, (
         f"make-before-break swap {old} -> {new_name} interrupted in {phase}, before the "
         f"switch; {new_name} was removed and {old} kept serving, untouched"
@@ -107,6 +109,8 @@ def _complete_forward(
     old_model = desired.models.get(old) if old else None
     moving = desired.aliases_of(old) if old else ()
     recorded = desired.models.get(new_name)
+    if recorded is not None and recorded.generation != new_app.generation:
+        recorded = None  # a same-name swap: what is recorded is OLD
     if recorded is not None:  # killed after the switch recorded NEW
         base = recorded.config
     else:
@@ -122,8 +126,9 @@ def _complete_forward(
     state = desired
     if old_model is not None:
         state = state.without_model(old_model.config.name)
-    ctx.desired.update(state.with_model(new_config, new_app.generation))
-    if old_model is not None:
+    entry = recorded.entry if recorded is not None else details.new_entry
+    ctx.desired.update(state.with_model(new_config, new_app.generation, entry))
+    if old_model is not None and old_model.app != new_app:
         ctx.ports.serve.delete(old_model.app.app)
     return Outcome.DONE, (
         f"swap {old} -> {new_name} interrupted in {phase}; {new_name} was running, "
@@ -148,8 +153,7 @@ def _finish_break_before_make(
     # neither holds accelerators nor shows up as a second model.
     if new_app.app in statuses:
         ctx.ports.serve.delete(new_app.app)
-    if new_name in ctx.ports.routes.routing_table().models:
-        ctx.ports.routes.remove_route(new_name)
+    _remove_route_of(ctx, new_app)
     if old_model is not None and statuses.get(old_model.app.app) is not AppStatus.RUNNING:
         try:
             model_dir = ctx.ports.nodes.stage(old_model.config.source)
@@ -202,6 +206,14 @@ def finish_alias(ctx: FleetContext, details: OperationDetails) -> tuple[Outcome,
     return Outcome.DONE, f"alias {alias} -> {name} was interrupted; it was completed"
 
 
+def _remove_route_of(ctx: FleetContext, app: AppName) -> None:
+    """Drop `app`'s route, unless the model's route is another app's: in a same-name swap
+    it is OLD's, still serving."""
+    route = ctx.ports.routes.routing_table().models.get(app.model)
+    if route is not None and route.app_name == app.app:
+        ctx.ports.routes.remove_route(app.model)
+
+
 def republish(ctx: FleetContext) -> None:
     """Routes, aliases and holds as the desired state says; orphaned model apps deleted."""
     routes, serve = ctx.ports.routes, ctx.ports.serve
@@ -211,7 +223,12 @@ def republish(ctx: FleetContext) -> None:
     for name, model in desired.models.items():
         published = table.models.get(name)
         running = statuses.get(model.app.app) is AppStatus.RUNNING
-        if running and (published is None or published.state is not ModelState.READY):
+        ready = (
+            published is not None
+            and published.app_name == model.app.app
+            and published.state is ModelState.READY
+        )
+        if running and not ready:
             routes.put_route(model_route(model.app, model.config, ModelState.READY))
     for alias, name in desired.aliases.items():
         if table.aliases.get(alias) != name:

@@ -40,6 +40,6 @@ class RegistryRoutes:
     def set_held(self, aliases: frozenset[str], ends_at: float | None = None) -> None:
         self._call("set_held", aliases, ends_at)
 
-    def in_flight(self, name: str, min_version: int) -> int | None:
-        count: int | None = self._call("in_flight", name, min_version)
+    def in_flight(self, app: str, min_version: int) -> int | None:
+        count: int | None = self._call("in_flight", app, min_version)
         return count

@@ -29,6 +29,7 @@ from cluster.preflight import (
     admission,
     record_admission,
     refusals,
+    resolve,
     stage_and_probe,
     verdict,
 )
@@ -101,6 +102,7 @@ def swap(ctx: FleetContext, begin: Begin, request: SwapRequest) -> OperationResu
             dry_run=request.dry_run,
             generation=app.generation,
             new_config=new,
+            new_entry=request.entry,
         ),
     )
     op.phase(SwapPhase.PREFLIGHT, f"admission for {new.name}, next to or in place of {old}")
@@ -110,11 +112,19 @@ def swap(ctx: FleetContext, begin: Begin, request: SwapRequest) -> OperationResu
     moving = ctx.desired.state.aliases_of(old)
     new = new.model_copy(update={"aliases": tuple(dict.fromkeys((*new.aliases, *moving)))})
     claimed = ctx.ports.serve.claimed_by(old_model.app.app, ctx.settings.accelerator_resource)
-    staged = stage_and_probe(ctx, op, new, dry_run=request.dry_run)
+    staged = stage_and_probe(ctx, op, new, dry_run=request.dry_run, replacing=old)
     if isinstance(staged, PreflightResult):
         return op.end(
             Outcome.REJECTED, "not admitted, nothing changed: " + "; ".join(staged.reasons)
         )
+    auto = request.entry is not None and request.entry.auto_layout
+    # `layout: auto` counts OLD's accelerators as free: they are the model's own.
+    resolved = resolve(ctx, op, new, staged, freed=claimed, auto_layout=auto)
+    if isinstance(resolved, tuple):
+        return op.end(Outcome.REJECTED, "not admitted, nothing changed: " + "; ".join(resolved))
+    new = resolved
+    # Journaled as asked (its own aliases): a restart adds OLD's, as the swap does.
+    op.details.new_config = new.model_copy(update={"aliases": request.config.aliases})
     choice = choose_strategy(ctx, op, new, staged, claimed, request.strategy)
     op.decide(strategy=choice.strategy, strategy_reason=choice.reason)
     if choice.refused:
@@ -137,7 +147,7 @@ def swap(ctx: FleetContext, begin: Begin, request: SwapRequest) -> OperationResu
             f"({choice.strategy}); nothing changed",
         )
     if choice.strategy is SwapStrategy.MAKE_BEFORE_BREAK:
-        return _make_before_break(ctx, op, old_model, new, app, staged.model_dir)
+        return _make_before_break(ctx, op, old_model, new, app, staged.model_dir, request)
     return _break_before_make(
         ctx, op, old_model, new, app, staged.model_dir, claimed, predicted, request
     )
@@ -150,14 +160,17 @@ def _make_before_break(
     new: ModelDeploymentConfig,
     app: AppName,
     model_dir: Path,
+    request: SwapRequest,
 ) -> OperationResult:
     moving = frozenset(new.aliases)
     name = old.config.name
-    op.phase(SwapPhase.DEPLOYING_NEW, f"deploying {new.name} as {app} beside {name}")
+    same_name = new.name == name
+    op.phase(SwapPhase.DEPLOYING_NEW, f"deploying {new.name} as {app} beside {old.app}")
     try:
-        bring_up(ctx, app, new, model_dir, op)
+        # A same-name NEW stays off the routing table until the switch: OLD serves the name.
+        bring_up(ctx, app, new, model_dir, op, routed=not same_name)
     except DeployFailed as exc:
-        if new.name in ctx.ports.routes.routing_table().models:
+        if not same_name and new.name in ctx.ports.routes.routing_table().models:
             ctx.ports.routes.remove_route(new.name)
         return op.end(
             Outcome.ROLLED_BACK,
@@ -166,9 +179,10 @@ def _make_before_break(
     op.phase(SwapPhase.SWITCHING, f"moving {sorted(moving)} to {new.name} in one update")
     ctx.ports.routes.switch(model_route(app, new, ModelState.READY), moving, name)
     op.alias_unavailability(dict.fromkeys(moving, 0.0))
-    ctx.desired.update(ctx.desired.state.without_model(name).with_model(new, app.generation))
-    op.phase(SwapPhase.DRAINING, f"draining {name}: its requests in flight finish on it")
-    left = drain(ctx, name)
+    state = ctx.desired.state.without_model(name)
+    ctx.desired.update(state.with_model(new, app.generation, request.entry))
+    op.phase(SwapPhase.DRAINING, f"draining {old.app}: its requests in flight finish on it")
+    left = drain(ctx, old.app.app)
     op.note(f"{name} drained ({left} requests still in flight at the deadline)")
     op.phase(SwapPhase.REMOVING_OLD, f"removing {name}")
     ctx.ports.serve.delete(old.app.app)
@@ -188,22 +202,27 @@ def _break_before_make(
 ) -> OperationResult:
     moving = frozenset(new.aliases)
     name = old.config.name
+    same_name = new.name == name
+    # A same-name swap holds the model's own name too: it will be served again.
+    held = moving | {name} if same_name else moving
     if request.prefetch_weights:
         # Before the hold: a load from memory makes the part inside it shorter.
         op.note(ctx.ports.nodes.prefetch(model_dir).describe())
-    op.phase(SwapPhase.DRAINING, f"holding {sorted(moving)} and draining {name}")
+    op.phase(SwapPhase.DRAINING, f"holding {sorted(held)} and draining {name}")
     held_at = ctx.clock.monotonic()
     ends_at = None if predicted_hold is None else now() + predicted_hold
-    ctx.ports.routes.set_held(moving, ends_at)
+    ctx.ports.routes.set_held(frozenset(held), ends_at)
     ctx.ports.routes.set_route_state(name, ModelState.DRAINING)
-    left = drain(ctx, name)
+    left = drain(ctx, old.app.app)
     op.note(f"{name} drained ({left} requests still in flight at the deadline)")
 
     started_at: float | None = None
     if request.deploy_early:
         op.phase(SwapPhase.REMOVING_OLD, f"deploying {app} to wait for {name}'s accelerators")
         try:
-            started_at = start_bring_up(ctx, app, new, model_dir, check_placement=False)
+            started_at = start_bring_up(
+                ctx, app, new, model_dir, check_placement=False, routed=not same_name
+            )
         except DeployFailed as exc:
             # OLD was never touched: it serves again at once.
             ctx.ports.routes.set_route_state(name, ModelState.READY)
@@ -220,8 +239,8 @@ def _break_before_make(
     op.phase(SwapPhase.DEPLOYING_NEW, f"deploying {new.name} ({new.layout}) as {app}")
     try:
         if started_at is None:
-            started_at = start_bring_up(ctx, app, new, model_dir)
-        finish_bring_up(ctx, app, new, started_at, op)
+            started_at = start_bring_up(ctx, app, new, model_dir, routed=not same_name)
+        finish_bring_up(ctx, app, new, started_at, op, routed=not same_name)
     except DeployFailed as exc:
         op.phase(SwapPhase.ROLLING_BACK, f"{new.name} failed: {exc}")
         return roll_back(ctx, op, old, new, str(exc), held=moving, held_at=held_at)
@@ -229,7 +248,8 @@ def _break_before_make(
     op.phase(SwapPhase.SWITCHING, f"moving {sorted(moving)} to {new.name}")
     ctx.ports.routes.switch(model_route(app, new, ModelState.READY), moving, name)
     op.alias_unavailability(dict.fromkeys(moving, ctx.clock.monotonic() - held_at))
-    ctx.desired.update(ctx.desired.state.without_model(name).with_model(new, app.generation))
+    state = ctx.desired.state.without_model(name)
+    ctx.desired.update(state.with_model(new, app.generation, request.entry))
     return op.end(Outcome.DONE, f"{name} replaced by {new.name}")
 
 
@@ -256,17 +276,17 @@ def predicted_hold_s(
     return ctx.desired.state.startup_of(new)
 
 
-def drain(ctx: FleetContext, name: str) -> int:
-    """Wait until no gateway replica has a request in flight for `name` (every replica
-    having seen the routing table that stopped sending it new ones); the count left at the
-    drain deadline."""
+def drain(ctx: FleetContext, app: str) -> int:
+    """Wait until no gateway replica has a request in flight for the Serve app `app` (every
+    replica having seen the routing table that stopped sending it new ones); the count left
+    at the drain deadline."""
     routes = ctx.ports.routes
     version = routes.routing_table().version
     last = 0
 
     def drained() -> bool | None:
         nonlocal last
-        count = routes.in_flight(name, version)
+        count = routes.in_flight(app, version)
         if count == 0:
             return True
         last = count if count is not None else last
@@ -295,7 +315,7 @@ def roll_back(
         op.alias_unavailability(dict.fromkeys(held, ctx.clock.monotonic() - held_at))
 
     routes = ctx.ports.routes
-    if new.name in routes.routing_table().models:
+    if new.name != old.config.name and new.name in routes.routing_table().models:
         routes.remove_route(new.name)
     try:
         model_dir = ctx.ports.nodes.stage(old.config.source)

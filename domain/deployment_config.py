@@ -46,33 +46,116 @@ class LayoutConfig(_Strict):
         return f"TP{self.tp}xPP{self.pp}xDP{self.dp}" + ("+EP" if self.ep else "")
 
 
+LAYOUT_ENGINE_ARGS: frozenset[str] = frozenset(
+    {
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "data_parallel_size",
+        "enable_expert_parallel",
+        "decode_context_parallel_size",
+        "distributed_executor_backend",
+    }
+)
+"""vLLM arguments Switchyard derives from `layout` (and the accelerator kind)."""
+
+OWNED_FRONTEND_ARGS: frozenset[str] = frozenset(
+    {"host", "port", "uds", "api_key", "root_path", "model", "served_model_name"}
+)
+"""vLLM front-end settings Switchyard owns: the gateway listens, authenticates and names
+models; `ssl_*` is owned too (see `owned_engine_arg`)."""
+
+
+def owned_engine_arg(key: str) -> str | None:
+    """Why `key` may not be set under `engine.extra`; None when it may."""
+    if key in LAYOUT_ENGINE_ARGS or key.startswith("data_parallel_"):
+        return "Switchyard derives it from `layout`; set layout.tp/pp/dp/ep/dcp instead"
+    if key in OWNED_FRONTEND_ARGS or key.startswith("ssl_"):
+        return "Switchyard's gateway owns it (the endpoint, its keys and model names)"
+    return None
+
+
 class EngineConfig(_Strict):
-    """vLLM engine arguments Switchyard sets on purpose; anything else goes in `extra`."""
+    """vLLM engine arguments: typed fields for what operators tune, `extra` for any other.
+
+    A field left unset (None, or the default for the first four) takes the architecture's
+    recipe (policies/recipes.py), then the platform's default (eager mode on the CPU), then
+    vLLM's own. Only keys that are these fields or `extra` are accepted; `extra`'s keys are
+    checked against the installed vLLM at the edge (switchyard/engine_args.py)."""
 
     max_model_len: int | None = Field(None, ge=16)
     gpu_memory_utilization: float = Field(0.9, gt=0.0, le=1.0)
     kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"] = "auto"
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     enforce_eager: bool = False
+    max_num_seqs: int | None = Field(None, ge=1, le=65536)
+    max_num_batched_tokens: int | None = Field(None, ge=1, le=16_777_216)
+    enable_prefix_caching: bool | None = None
+    tool_call_parser: str | None = Field(None, min_length=1)
+    reasoning_parser: str | None = Field(None, min_length=1)
+    enable_auto_tool_choice: bool | None = None
+    trust_remote_code: bool | None = None
+    chat_template: str | None = Field(None, min_length=1)
+    speculative_config: dict[str, Any] | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _only_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = [k for k in data if k not in cls.model_fields]
+            if unknown:
+                key = str(unknown[0])
+                raise ValueError(
+                    f"engine.{key} is not an engine field; put any other vLLM argument under "
+                    f"engine.extra (engine fields: {', '.join(sorted(cls.model_fields))})"
+                )
+        return data
 
     @field_validator("extra")
     @classmethod
-    def _no_layout_in_extra(cls, value: dict[str, Any]) -> dict[str, Any]:
-        owned = {
-            "tensor_parallel_size",
-            "pipeline_parallel_size",
-            "data_parallel_size",
-            "enable_expert_parallel",
-            "distributed_executor_backend",
-        }
-        clash = sorted(owned & value.keys())
-        if clash:
-            raise ValueError(
-                f"engine.extra sets {clash}, which Switchyard derives from `layout`; "
-                "set them through layout.tp/pp/dp/ep instead"
-            )
+    def _extra_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key in value:
+            if "-" in key:
+                raise ValueError(
+                    f"engine.extra.{key}: names use underscores ({key.replace('-', '_')})"
+                )
+            if key in cls.model_fields:
+                raise ValueError(f"engine.extra.{key} is an engine field: set engine.{key} instead")
+            why = owned_engine_arg(key)
+            if why is not None:
+                raise ValueError(f"engine.extra sets ['{key}'], which is not allowed: {why}")
         return value
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        """The typed fields that are set (not None), as vLLM arguments, then `extra`."""
+        kwargs: dict[str, Any] = {}
+        for name in _OPTIONAL_ENGINE_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                kwargs[name] = value
+        kwargs.update(self.extra)
+        return kwargs
+
+    def with_unset(self, defaults: dict[str, Any]) -> EngineConfig:
+        """`defaults` (a recipe, a platform's) applied to the fields not set here."""
+        data = self.model_dump(exclude_unset=True)
+        for key, value in defaults.items():
+            if key not in data or (data[key] is None and key in _OPTIONAL_ENGINE_FIELDS):
+                data[key] = value
+        return EngineConfig.model_validate(data)
+
+
+_OPTIONAL_ENGINE_FIELDS = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "enable_prefix_caching",
+    "tool_call_parser",
+    "reasoning_parser",
+    "enable_auto_tool_choice",
+    "trust_remote_code",
+    "chat_template",
+    "speculative_config",
+)
 
 
 class AcceleratorConfig(_Strict):

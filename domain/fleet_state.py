@@ -6,12 +6,13 @@ format version: a file of another format is refused with what to do, never guess
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
+from domain.fleet_file import FleetModelEntry
 
 FLEET_FORMAT_VERSION = 2
 """Format 1 (before generations) had no `format_version` key and `model-<name>` apps."""
@@ -23,11 +24,26 @@ class FleetModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     config: ModelDeploymentConfig
+    """What is deployed: the layout resolved, the recipe and platform defaults applied."""
     generation: int = Field(ge=1)
+    entry: FleetModelEntry | None = None
+    """What was asked for, as written (a fleet file's entry, or one made from `add`'s
+    flags): what `diff` compares and `export` writes. None in a fleet.json from before
+    fleet files (see `requested`)."""
 
     @property
     def app(self) -> AppName:
         return AppName(self.config.name, self.generation)
+
+    @property
+    def requested(self) -> FleetModelEntry:
+        return self.entry if self.entry is not None else FleetModelEntry.of_config(self.config)
+
+    @field_serializer("entry")
+    def _entry_as_written(self, entry: FleetModelEntry | None) -> dict[str, Any] | None:
+        # Only the fields the operator set, so a reloaded entry still tells them apart
+        # from defaults (a recipe or platform default fills those in at deploy time).
+        return None if entry is None else entry.model_dump(mode="json", exclude_unset=True)
 
 
 class FleetState(BaseModel):
@@ -66,9 +82,16 @@ class FleetState(BaseModel):
         }
         return self.model_copy(update={"generations": generations})
 
-    def with_model(self, config: ModelDeploymentConfig, generation: int) -> FleetState:
-        """`config` serving as `generation`, its aliases pointing at it."""
-        models = {**self.models, config.name: FleetModel(config=config, generation=generation)}
+    def with_model(
+        self,
+        config: ModelDeploymentConfig,
+        generation: int,
+        entry: FleetModelEntry | None = None,
+    ) -> FleetState:
+        """`config` serving as `generation` (asked for as `entry`), its aliases pointing at
+        it."""
+        model = FleetModel(config=config, generation=generation, entry=entry)
+        models = {**self.models, config.name: model}
         aliases = {**self.aliases, **dict.fromkeys(config.aliases, config.name)}
         return self.with_generation(AppName(config.name, generation)).model_copy(
             update={"models": models, "aliases": aliases}

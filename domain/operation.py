@@ -10,10 +10,18 @@ import time
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_serializer,
+    model_serializer,
+)
 
 from domain.deployment_config import ModelDeploymentConfig
 from domain.exit_codes import ExitCode
+from domain.fleet_file import FleetModelEntry
 
 SCHEMA_VERSION = 1
 """Version of the operation protocol's JSON (results, events, `status --json`)."""
@@ -128,6 +136,13 @@ class OperationDetails(BaseModel):
     new_config: ModelDeploymentConfig | None = None
     """All of NEW's config, journaled: a restart that completes a swap records NEW as it
     was requested (engine settings included), not a copy of OLD."""
+    new_entry: FleetModelEntry | None = None
+    """NEW as it was asked for (its fleet-file entry), stored with it by a completed swap."""
+
+    @field_serializer("new_entry")
+    def _entry_as_written(self, entry: FleetModelEntry | None) -> dict[str, Any] | None:
+        return None if entry is None else entry.model_dump(mode="json", exclude_unset=True)
+
     admission: AdmissionSummary | None = None
     weights: dict[str, Any] | None = None
     """A dry run's weight sizes and per-node disk verdicts."""

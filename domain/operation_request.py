@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 from domain.deployment_config import ModelDeploymentConfig, validate_model_name
+from domain.fleet_file import FleetModelEntry
 from domain.operation import OperationKind, SwapStrategy
 
 
@@ -22,6 +23,9 @@ class AddRequest(_Request):
     kind: Literal[OperationKind.ADD] = OperationKind.ADD
     config: ModelDeploymentConfig
     dry_run: bool = False
+    entry: FleetModelEntry | None = None
+    """The fleet-file entry `config` comes from (`apply`): stored with the model, and its
+    `layout: auto` resolved by admission. None: made from `config` (`add`'s flags)."""
 
 
 class SwapRequest(_Request):
@@ -37,6 +41,9 @@ class SwapRequest(_Request):
     deploy_early: bool = True
     """Break-before-make: deploy NEW's app before OLD's is deleted, so its replica is waiting
     for the accelerators and starts the moment OLD's are freed."""
+    entry: FleetModelEntry | None = None
+    """As for AddRequest. `old` may be `config.name` itself: the same model redeployed with a
+    new source, layout, engine settings or replicas, under the next app generation."""
 
     @field_validator("old")
     @classmethod

@@ -37,6 +37,9 @@ class ReasonCode(StrEnum):
     """A node that would host the model has too little free disk for its weights."""
     MAX_MODEL_LEN_EXCEEDS_CONTEXT = "max_model_len_exceeds_context"
     """The requested `max_model_len` is longer than the model's own context window."""
+    TRUST_REMOTE_CODE_REQUIRED = "trust_remote_code_required"
+    """The architecture's checkpoints ship code vLLM must run and the operator has not set
+    `trust_remote_code` (a recipe never sets it for them)."""
     NO_VALID_LAYOUT = "no_valid_layout"
     """Summary: no candidate layout passes vLLM's layout rules."""
     NO_FITTING_LAYOUT = "no_fitting_layout"

@@ -64,6 +64,7 @@ class Gateway:
         self._forwarder = RequestForwarder(settings, backend, self._metrics)
         self._reporter = InFlightReporter(
             self._forwarder.in_flight,
+            self._forwarder.in_flight_by_app,
             self._resolver.held_by_alias,
             routes,
             self._metrics,

@@ -19,24 +19,27 @@ from serve_apps.route_view import RouteView
 log = logging.getLogger(__name__)
 
 ReportInFlight = Callable[[str, int, dict[str, int]], Awaitable[None]]
-"""(replica id, routing table version seen, in-flight requests per model): lets the manager
-know when a draining model has finished its last request."""
+"""(replica id, routing table version seen, in-flight requests per Serve app): lets the
+manager know when a draining deployment has finished its last request."""
 
 _REPORT_PERIOD_S = 0.2
 
 
 class InFlightReporter:
-    """Reads `in_flight` (per model) and `held` (per alias), live views owned elsewhere."""
+    """Reads `in_flight` (per model, and per app) and `held` (per alias), live views owned
+    elsewhere."""
 
     def __init__(
         self,
         in_flight: Mapping[str, int],
+        in_flight_by_app: Mapping[str, int],
         held: Mapping[str, int],
         routes: RouteView,
         metrics: GatewayMetrics,
         report: ReportInFlight | None,
     ) -> None:
         self._in_flight = in_flight
+        self._in_flight_by_app = in_flight_by_app
         self._held = held
         self._routes = routes
         self._metrics = metrics
@@ -53,11 +56,11 @@ class InFlightReporter:
     async def _run(self) -> None:
         while True:
             try:
-                counts = {name: n for name, n in self._in_flight.items() if n}
-                self._metrics.in_flight(counts)
+                self._metrics.in_flight({name: n for name, n in self._in_flight.items() if n})
                 self._metrics.held({a: n for a, n in self._held.items() if n})
                 if self._report is not None:
-                    await self._report(self._replica_id, self._routes.table.version, counts)
+                    by_app = {app: n for app, n in self._in_flight_by_app.items() if n}
+                    await self._report(self._replica_id, self._routes.table.version, by_app)
             except asyncio.CancelledError:
                 raise
             except Exception:

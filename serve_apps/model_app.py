@@ -42,7 +42,8 @@ def engine_kwargs_for(config: ModelDeploymentConfig) -> dict[str, Any]:
         # The CPU platform refuses vLLM's Ray executor; its multiprocessing executor
         # runs the TP/PP ranks as processes inside the replica's placement group.
         kwargs["distributed_executor_backend"] = "mp"
-    kwargs.update(engine.extra)
+    # The typed settings that are set (recipe and file), then `extra`, which may override.
+    kwargs.update(engine.engine_kwargs())
     return kwargs
 
 

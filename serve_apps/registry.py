@@ -86,9 +86,10 @@ class FleetRegistry:
         """Each gateway replica reports its in-flight requests per model a few times a second."""
         self._reports[replica] = (time.monotonic(), version, counts)
 
-    async def in_flight(self, name: str, min_version: int, fresh_s: float = 5.0) -> int | None:
-        """Requests in flight for `name` across live gateway replicas; None until every live
-        replica has seen table version `min_version` (so none can still start one)."""
+    async def in_flight(self, app: str, min_version: int, fresh_s: float = 5.0) -> int | None:
+        """Requests in flight for the Serve app `app` across live gateway replicas; None
+        until every live replica has seen table version `min_version` (so none can still
+        start one)."""
         now = time.monotonic()
         total = 0
         for at, version, counts in self._reports.values():
@@ -96,7 +97,7 @@ class FleetRegistry:
                 continue  # a replica that stopped reporting is gone
             if version < min_version:
                 return None
-            total += counts.get(name, 0)
+            total += counts.get(app, 0)
         return total
 
     async def register_engine_endpoint(self, endpoint: EngineEndpoint) -> None:

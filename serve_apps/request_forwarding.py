@@ -38,6 +38,9 @@ class RequestForwarder:
         self._metrics = metrics
         self.in_flight: Counter[str] = Counter()
         """Requests per model whose answer is not finished yet."""
+        self.in_flight_by_app: Counter[str] = Counter()
+        """The same per Serve app: what a drain waits on, since a same-name swap runs two
+        apps of one model name."""
 
     async def forward(
         self,
@@ -51,6 +54,7 @@ class RequestForwarder:
     ) -> Response:
         timing = timing or RequestTiming(model=route.name)
         self.in_flight[route.name] += 1
+        self.in_flight_by_app[route.app_name] += 1
         released = False
 
         def release() -> None:
@@ -58,6 +62,7 @@ class RequestForwarder:
             if not released:
                 released = True
                 self.in_flight[route.name] -= 1
+                self.in_flight_by_app[route.app_name] -= 1
 
         try:
             try:

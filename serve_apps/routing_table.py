@@ -71,10 +71,12 @@ class RoutingTable:
         tombstone naming it (with the aliases that were its own dropped), and the moved
         aliases are no longer held. Gateways see the whole switch or none of it."""
         table = self.with_model(route)
-        if replaced is not None and replaced in table.models:
+        # A same-name swap replaces the route itself: no tombstone.
+        if replaced is not None and replaced != route.name and replaced in table.models:
             table = table.without_model(replaced, replaced_by=route.name)
         moving = frozenset(aliases)
-        held = self.held_aliases - moving
+        # A same-name swap also held the model's own name.
+        held = self.held_aliases - moving - {route.name}
         return replace(
             table,
             version=self.version + 1,

@@ -93,7 +93,7 @@ def run_operation(address: str, request: OperationRequest, *, as_json: bool = Fa
         identity = ray.get(manager.identity.remote())
         seen = address if gcs == address else f"{address} (it advertises {gcs})"
         print(f"connected to Ray at {seen} (manager {identity[:12]})", flush=True)
-    result = follow_operation(manager, request, None if as_json else _print_event)
+    result = follow_operation(manager, request, None if as_json else print_event)
     if result is None:
         print(
             "failed: the manager died during the operation; it reconciles the fleet when it "
@@ -114,7 +114,7 @@ def run_operation(address: str, request: OperationRequest, *, as_json: bool = Fa
     return result.outcome.exit_code
 
 
-def _print_event(event: OperationEvent) -> None:
+def print_event(event: OperationEvent) -> None:
     stamp = time.strftime("%H:%M:%S", time.localtime(event.at))
     phase = f"[{event.phase}] " if event.phase else ""
     print(f"{stamp} {phase}{event.message}", flush=True)

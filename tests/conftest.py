@@ -25,6 +25,7 @@ MODULE_ORDER: tuple[str, ...] = (
     "unit/",
     "integration/test_staging_",
     "integration/test_plan_hub.py",
+    "integration/test_fleet_file_story.py",
     "faults/test_disk_fills_during_staging.py",
     "faults/test_fleet_manager_faults.py",
     "integration/test_inventory_probe.py",
@@ -34,6 +35,7 @@ MODULE_ORDER: tuple[str, ...] = (
     "integration/test_bench_sweep.py",
     "e2e/test_fleet_operations.py",
     "faults/test_gateway_faults.py",
+    "e2e/test_fleet_file.py",
     # The real stack: read-only users, then the story's swap, then a killed engine.
     "integration/test_serving_plane.py",
     "integration/test_secure_defaults.py",
@@ -41,6 +43,7 @@ MODULE_ORDER: tuple[str, ...] = (
     "e2e/test_hot_swap.py",
     "integration/test_observability.py",
     "faults/test_serving_faults.py",
+    "integration/test_fleet_file_engines.py",
     # Stacks and engines of their own.
     "integration/test_engines.py",
     "integration/test_placement.py",

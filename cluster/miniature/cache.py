@@ -11,9 +11,10 @@ from filelock import FileLock
 from cluster.miniature.catalog import check_seed, recipe_for
 from cluster.miniature.writer import CONFIG_FILE, partial_prefix, write_miniature
 
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
 """Part of every cached folder's name: bump it whenever generation changes a single byte, so an
 upgraded Switchyard never serves a miniature written by older code."""
+# 2: the Kimi-K2.5 and MiniMax-M2.5 tokenizers gained their reasoning and tool-call tags.
 
 
 def cached_miniature_dir(name: str, cache_dir: Path, *, seed: int = 0) -> Path:

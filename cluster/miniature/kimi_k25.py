@@ -31,9 +31,33 @@ from cluster.miniature.shared_changes import (
     tokenizer_deviation,
     vocabulary_changes,
 )
-from cluster.miniature.special_tokens import MODEL_VOCAB_SIZE
+from cluster.miniature.special_tokens import (
+    MODEL_VOCAB_SIZE,
+    THINK_END,
+    THINK_START,
+    ExtraToken,
+)
 
 NAME = "kimi-k2.5"
+
+# The tags vLLM's kimi_k2 tool-call and reasoning parsers look up by id (vllm/parser/kimi_k2.py).
+# Kimi's own tokenizer marks all of them special (its </think> is id 163607, stripped under the
+# default skip_special_tokens=True), and so does the miniature: vLLM's parser engine sets
+# skip_special_tokens=False in adjust_request, always for the kimi_k2 reasoning parser and for
+# the tool parser when a request has tools, so served output keeps them exactly as the real
+# model's does, and output decoded without the parsers loses them exactly as the real one's.
+EXTRA_TOKENS = tuple(
+    ExtraToken(tag, special=True)
+    for tag in (
+        THINK_START,
+        THINK_END,
+        "<|tool_calls_section_begin|>",
+        "<|tool_calls_section_end|>",
+        "<|tool_call_begin|>",
+        "<|tool_call_end|>",
+        "<|tool_call_argument_begin|>",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -165,7 +189,7 @@ def _extra_deviations() -> tuple[Deviation, ...]:
             "the miniature is the real text model (text_config) alone; placement and the KV "
             "cache are decided by it, and vLLM's CPU engine serves it as a plain causal LM",
         ),
-        tokenizer_deviation("Kimi's own tiktoken-style BPE, 163,840 ids"),
+        tokenizer_deviation("Kimi's own tiktoken-style BPE, 163,840 ids", EXTRA_TOKENS),
     )
 
 
@@ -184,4 +208,5 @@ def recipe() -> MiniatureRecipe:
         changes=_changes(SHAPE),
         extra_deviations=_extra_deviations(),
         tensors=tensors(SHAPE),
+        extra_tokens=EXTRA_TOKENS,
     )

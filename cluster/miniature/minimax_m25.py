@@ -24,9 +24,24 @@ from cluster.miniature.shared_changes import (
     tokenizer_deviation,
     vocabulary_changes,
 )
-from cluster.miniature.special_tokens import MODEL_VOCAB_SIZE
+from cluster.miniature.special_tokens import (
+    MODEL_VOCAB_SIZE,
+    THINK_END,
+    THINK_START,
+    ExtraToken,
+)
 
 NAME = "minimax-m2.5"
+
+# The tags vLLM's minimax_m2 parsers look up by id (vllm/parser/minimax_m2.py). MiniMax's own
+# tokenizer has them as added tokens that are not special (its tokenizer_config.json does not
+# list them among its special tokens, and its <think> blocks show up in plain output), so they
+# survive skip_special_tokens=True; the miniature keeps that. The <invoke>/<parameter> tags are
+# matched as text, as in the real tokenizer, so they need no token of their own.
+EXTRA_TOKENS = tuple(
+    ExtraToken(tag, special=False)
+    for tag in (THINK_START, THINK_END, "<minimax:tool_call>", "</minimax:tool_call>")
+)
 
 
 @dataclass(frozen=True)
@@ -138,6 +153,9 @@ def recipe() -> MiniatureRecipe:
         real_architecture="MiniMaxM2ForCausalLM",
         real_config=load_reference_config(MINIMAX_M25_CONFIG),
         changes=_changes(SHAPE),
-        extra_deviations=(tokenizer_deviation("MiniMax's byte-level BPE, 200,064 ids"),),
+        extra_deviations=(
+            tokenizer_deviation("MiniMax's byte-level BPE, 200,064 ids", EXTRA_TOKENS),
+        ),
         tensors=tensors(SHAPE),
+        extra_tokens=EXTRA_TOKENS,
     )

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cluster.miniature.special_tokens import ExtraToken
+
 MINIATURE_RECORD_KEY = "switchyard_miniature"
 """The config.json key under which a miniature says what it stands for and how it differs."""
 
@@ -93,6 +95,8 @@ class MiniatureRecipe:
     extra_deviations: tuple[Deviation, ...]
     tensors: tuple[TensorSpec, ...]
     weight_std: float = 0.02
+    extra_tokens: tuple[ExtraToken, ...] = ()
+    """Tags of the real tokenizer that vLLM's parsers for this model look up by token id."""
 
     @property
     def architecture(self) -> str:

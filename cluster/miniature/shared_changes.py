@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from cluster.miniature.recipe import ConfigChange, Deviation
@@ -10,6 +11,7 @@ from cluster.miniature.special_tokens import (
     EOS_TOKEN_ID,
     MODEL_VOCAB_SIZE,
     PAD_TOKEN_ID,
+    ExtraToken,
 )
 
 MINIATURE_MAX_POSITIONS: Final = 4096
@@ -37,10 +39,15 @@ def context_change() -> ConfigChange:
     )
 
 
-def tokenizer_deviation(real: str) -> Deviation:
+def tokenizer_deviation(real: str, extra_tokens: Sequence[ExtraToken] = ()) -> Deviation:
+    miniature = "byte-level BPE trained locally on a built-in corpus, ChatML chat template"
+    if extra_tokens:
+        # Named in the record so a reader sees which real tags the miniature kept, and why.
+        tags = ", ".join(token.content for token in extra_tokens)
+        miniature += f"; the real tokenizer's parser tags kept as single tokens: {tags}"
     return Deviation(
         "tokenizer",
         real,
-        "byte-level BPE trained locally on a built-in corpus, ChatML chat template",
+        miniature,
         "generation must not touch the network, and a full vocabulary would dwarf the weights",
     )

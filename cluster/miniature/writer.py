@@ -62,7 +62,11 @@ def refuse_occupied(out_dir: Path) -> None:
 def write_model_files(recipe: MiniatureRecipe, model_dir: Path, *, seed: int) -> None:
     config = recipe.config(seed)
     write_weights(model_dir, recipe.tensors, seed=seed, std=recipe.weight_std)
-    write_tokenizer(model_dir, model_max_length=int(config["max_position_embeddings"]))
+    write_tokenizer(
+        model_dir,
+        model_max_length=int(config["max_position_embeddings"]),
+        extra_tokens=recipe.extra_tokens,
+    )
     write_json(
         model_dir / GENERATION_CONFIG_FILE,
         {

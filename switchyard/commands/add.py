@@ -26,6 +26,16 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dp", type=int, default=1, help="data parallel size")
     parser.add_argument("--ep", action="store_true", help="expert parallel")
     parser.add_argument("--max-model-len", type=int, default=None)
+    parser.add_argument(
+        "--engine-arg",
+        action="append",
+        dest="engine_args",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a vLLM engine setting (repeatable): an engine field of the fleet file "
+        "(max_num_seqs=64, tool_call_parser=kimi_k2) or any other vLLM argument "
+        "(block_size=32); VALUE is read as a YAML scalar or flow mapping",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--address", help="Ray address (default: $RAY_ADDRESS or `up`'s)")
@@ -67,8 +77,12 @@ def model_config(args: argparse.Namespace) -> ModelDeploymentConfig:
     from domain.deployment_config import ModelDeploymentConfig
     from domain.model_source import parse_model_source
 
-    engine: dict[str, Any] = {}
+    engine = engine_settings(getattr(args, "engine_args", []))
     if args.max_model_len is not None:
+        if "max_model_len" in engine:
+            raise UserInputError(
+                "--max-model-len: also given as --engine-arg max_model_len; give it once"
+            )
         engine["max_model_len"] = args.max_model_len
     try:
         config = ModelDeploymentConfig.model_validate(
@@ -83,7 +97,45 @@ def model_config(args: argparse.Namespace) -> ModelDeploymentConfig:
     except ValidationError as exc:
         raise UserInputError(validation_line(exc, dotted(""))) from None
     parse_model_source(args.source)
+    from switchyard.engine_args import check_engine_config
+
+    check_engine_config(config.engine, "--engine-arg")
     return config
+
+
+def engine_settings(items: list[str]) -> dict[str, Any]:
+    """`--engine-arg KEY=VALUE`s as an `engine:` section: typed fields by name, any other
+    vLLM argument under `extra` (validated with the rest of the config)."""
+    import yaml
+
+    from domain.deployment_config import EngineConfig
+
+    engine: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UserInputError(f"--engine-arg {item!r}: use KEY=VALUE, e.g. max_num_seqs=64")
+        if "-" in key:
+            raise UserInputError(
+                f"--engine-arg {key}: names use underscores ({key.replace('-', '_')})"
+            )
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            raise UserInputError(
+                f"--engine-arg {key}: {raw!r} is not a YAML scalar or flow mapping"
+            ) from None
+        if key == "extra" or (key in EngineConfig.model_fields and key in engine):
+            raise UserInputError(f"--engine-arg {key}: not allowed (or given twice)")
+        if key in EngineConfig.model_fields:
+            engine[key] = value
+        else:
+            extra = engine.setdefault("extra", {})
+            if key in extra:
+                raise UserInputError(f"--engine-arg {key}: given twice")
+            extra[key] = value
+    return engine
 
 
 def register(subparsers: Any) -> None:

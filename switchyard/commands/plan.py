@@ -106,8 +106,10 @@ def run(args: argparse.Namespace) -> int:
     except PolicyInputError as exc:
         raise UserInputError(str(exc)) from exc
     disk = _disk_verdicts(args, decision.weights.total_bytes)
+    recipe = _recipe(spec, args.model)
     if args.json:
         report = decision.to_json_dict()
+        report["recipe"] = recipe
         report["weights"] = {
             "total_bytes": decision.weights.total_bytes,
             "expert_bytes": decision.weights.expert_bytes,
@@ -119,7 +121,30 @@ def run(args: argparse.Namespace) -> int:
         _print_table(spec, decision, source, args)
         for verdict in disk:
             print(f"  disk: {verdict.describe()}")
+        if recipe is not None:
+            settings = ", ".join(f"{k}={v}" for k, v in sorted(recipe["engine"].items()))
+            trust = "; needs trust_remote_code" if recipe["needs_trust_remote_code"] else ""
+            print(f"  recipe {recipe['name']} ({recipe['source']}): {settings}{trust}")
     return ExitCode.OK if decision.admitted else ExitCode.REJECTED
+
+
+def _recipe(spec: ModelSpec, model: str) -> dict[str, Any] | None:
+    """The engine settings the architecture's recipe applies by default (policies/recipes.py),
+    as a deployment would get them."""
+    from cluster.deployment_resolution import miniature_stands_for
+    from policies.recipes import recipe_for
+
+    path = Path(model).expanduser()
+    stands_for = miniature_stands_for(path if path.is_dir() else path.parent)
+    recipe = recipe_for(spec, stands_for)
+    if recipe is None:
+        return None
+    return {
+        "name": recipe.name,
+        "engine": dict(recipe.engine),
+        "needs_trust_remote_code": recipe.needs_trust_remote_code,
+        "source": recipe.source,
+    }
 
 
 def _check_numbers(args: argparse.Namespace) -> None:

@@ -64,7 +64,18 @@ def register(subparsers: Any) -> None:
         help="accepted bearer token (repeatable; also $SWITCHYARD_API_KEY, comma-separated)",
     )
     parser.add_argument("--accelerator", choices=("auto", "gpu", "cpu"), default="auto")
-    parser.add_argument("--tp", type=int, default=1, help="tensor parallel size of every model")
+    parser.add_argument(
+        "--tp", type=int, default=None, help="tensor parallel size of every model (default 1)"
+    )
+    parser.add_argument(
+        "-f",
+        "--file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="start the fleet a fleet file describes (see docs/fleet-file.md) instead of "
+        "--model; `apply -f` changes it later",
+    )
     parser.add_argument("--max-model-len", type=int, default=None)
     parser.add_argument("--state-dir", type=Path, default=None)
     parser.add_argument("--ray-port", type=int, default=6379, help="port of a local Ray head")
@@ -109,7 +120,25 @@ def build_config(args: argparse.Namespace) -> Any:
         default_state_dir,
     )
 
-    sources: list[str] = args.models or [DEFAULT_MODEL_SOURCE]
+    fleet_file = getattr(args, "file", None)
+    if fleet_file is not None:
+        given = [
+            flag
+            for flag, value in (
+                ("--model", args.models),
+                ("--name", args.names),
+                ("--alias", args.aliases),
+                ("--tp", args.tp is not None),
+                ("--max-model-len", args.max_model_len),
+            )
+            if value
+        ]
+        if given:
+            raise UserInputError(
+                f"-f/--file: {given[0]} cannot be given with a fleet file; the file says "
+                "which models run and how"
+            )
+    sources: list[str] = [] if fleet_file else (args.models or [DEFAULT_MODEL_SOURCE])
     names: list[str] = args.names or []
     aliases: list[str] = args.aliases or []
     if len(names) > len(sources) or len(aliases) > len(sources):
@@ -139,7 +168,7 @@ def build_config(args: argparse.Namespace) -> Any:
                 "name": name,
                 "source": source,
                 "aliases": model_aliases,
-                "layout": {"tp": args.tp},
+                "layout": {"tp": 1 if args.tp is None else args.tp},
                 "engine": engine,
                 "accelerator": {"kind": accelerator},
             }
@@ -179,6 +208,12 @@ def run(args: argparse.Namespace) -> int:
     from switchyard.stack import Stack
 
     config = build_config(args)
+    fleet = None
+    if args.file is not None:
+        from switchyard.commands.diff import read_checked_fleet_file
+
+        # Read and validated before anything starts: a bad file changes nothing.
+        fleet = read_checked_fleet_file(args.file)
     console = Console(stderr=True)
 
     def say(line: str) -> None:
@@ -206,6 +241,20 @@ def run(args: argparse.Namespace) -> int:
         info, _ = stack.up()
         if interrupted.is_set():
             raise KeyboardInterrupt
+        if fleet is not None:
+            from switchyard.fleet_apply import apply_fleet
+
+            desired, sha256 = fleet
+            say(f"applying {args.file} ...")
+            applied = apply_fleet(
+                info.address, args.file, desired, sha256, dry_run=False, as_json=False
+            )
+            if applied != ExitCode.OK:
+                say(
+                    f"[red]{args.file} was not applied in full[/red]; the stack is up with "
+                    "what was done: fix the file and run `switchyard apply -f` again"
+                )
+                return applied
     except DeployFailed as exc:
         say(f"[red]a model failed to start:[/red] {exc}")
         return ExitCode.REJECTED
@@ -218,9 +267,11 @@ def run(args: argparse.Namespace) -> int:
     out.print(f"[bold green]Switchyard is serving[/bold green] on {info.endpoint}/v1")
     for model in config.models:
         out.print(f"  model {model.name} ({model.layout}) from {model.source}")
+    for entry in fleet[0].models if fleet is not None else ():
+        out.print(f"  model {entry.name} from {entry.source} ({args.file})")
     if info.dashboard_url:
         out.print(f"  Ray dashboard: {info.dashboard_url}")
-    first = config.models[0].aliases[0] if config.models and config.models[0].aliases else "default"
+    first = _first_alias(config, fleet[0] if fleet is not None else None)
     auth = ' -H "Authorization: Bearer $SWITCHYARD_API_KEY"' if config.gateway.api_keys else ""
     out.print(
         f"  try: curl {info.endpoint}/v1/chat/completions -H 'Content-Type: application/json'{auth}"
@@ -231,6 +282,16 @@ def run(args: argparse.Namespace) -> int:
     if args.detach:
         return ExitCode.OK
     return _stay_in_foreground(info.address, config.state_dir, say, out)
+
+
+def _first_alias(config: Any, fleet: Any) -> str:
+    """What the printed `curl` example names: the first model's first alias (or name)."""
+    if fleet is not None and fleet.models:
+        first = fleet.models[0]
+        return str(first.aliases[0] if first.aliases else first.name)
+    if config.models and config.models[0].aliases:
+        return str(config.models[0].aliases[0])
+    return "default"
 
 
 def _stay_in_foreground(address: str, state_dir: Path, report: Any, out: Any) -> int:

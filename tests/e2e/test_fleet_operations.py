@@ -40,19 +40,6 @@ def _default_model(stack: RunningStack) -> str:
     return reply.model
 
 
-def _cli(
-    stack: RunningStack, *args: str, timeout_s: float = 900
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [SWITCHYARD, *args, "--state-dir", str(stack.state_dir)],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env=stack_env(stack.state_dir),
-        check=False,
-    )
-
-
 def _journal(stack: RunningStack) -> list[dict[str, object]]:
     path = stack.state_dir / "manager" / "journal.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -67,8 +54,8 @@ def test_a_swap_that_admission_rejects_changes_nothing_and_never_drains(
     fake_stack: RunningStack,
 ) -> None:
     before = len(_journal(fake_stack))
-    result = _cli(
-        fake_stack, "swap", KIMI, "miniature:minimax-m2.5", "--name", "too-wide", "--tp", "5"
+    result = fake_stack.cli(
+        "swap", KIMI, "miniature:minimax-m2.5", "--name", "too-wide", "--tp", "5"
     )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "not admitted" in result.stdout
@@ -126,7 +113,7 @@ def test_two_concurrent_changes_never_interleave(fake_stack: RunningStack) -> No
             0.2,
             message="the journal never named mini-llama-3",
         )
-        second = _cli(fake_stack, "add", "miniature:llama", "--name", "mini-llama-4", "--dry-run")
+        second = fake_stack.cli("add", "miniature:llama", "--name", "mini-llama-4", "--dry-run")
     finally:
         out, _ = first.communicate(timeout=900)
     assert first.returncode == 0, out
@@ -145,7 +132,7 @@ def test_two_concurrent_changes_never_interleave(fake_stack: RunningStack) -> No
     assert len(intervals) >= 1
     for earlier, later in itertools.pairwise(intervals):
         assert later[0] >= earlier[-1], f"operations overlapped: {intervals}"
-    removed = _cli(fake_stack, "remove", "mini-llama-3")
+    removed = fake_stack.cli("remove", "mini-llama-3")
     assert removed.returncode == 0, removed.stdout + removed.stderr
 
 

@@ -20,6 +20,7 @@ from cluster.node_probe.records import ProbedCluster
 from cluster.ray_nodes import RayNodes
 from cluster.registry_routes import RegistryRoutes
 from cluster.weight_disk_report import WeightsDiskReport
+from domain.app_name import AppName
 from serve_apps.routing_table import ModelRoute
 from tests.support.memory_cluster import KillSwitch, MemoryServe
 
@@ -32,9 +33,10 @@ class KillingRoutes(RegistryRoutes):
         super().__init__(registry)
         self._kill = kill
 
-    def in_flight(self, name: str, min_version: int) -> int | None:
-        self._kill.check("drain", name)
-        return super().in_flight(name, min_version)
+    def in_flight(self, app: str, min_version: int) -> int | None:
+        parsed = AppName.parse(app)
+        self._kill.check("drain", parsed.model if parsed is not None else app)
+        return super().in_flight(app, min_version)
 
     def switch(self, route: ModelRoute, aliases: frozenset[str], replaced: str | None) -> None:
         super().switch(route, aliases, replaced)

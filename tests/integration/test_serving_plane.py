@@ -59,7 +59,10 @@ def test_chat_completion_through_the_default_alias_reaches_kimi(client: openai.O
     )
     assert reply.model == KIMI
     assert reply.usage is not None and reply.usage.completion_tokens > 0
-    assert reply.choices[0].message.content is not None
+    message = reply.choices[0].message
+    # Kimi's recipe sets its reasoning parser; random weights never close their thinking,
+    # so the text comes as `reasoning` (tests/integration/test_fleet_file_engines.py).
+    assert message.content or (message.model_extra or {}).get("reasoning")
 
 
 def test_two_models_are_routed_by_name(client: openai.OpenAI) -> None:

@@ -104,7 +104,9 @@ class MemoryRoutes:
     def set_held(self, aliases: frozenset[str], ends_at: float | None = None) -> None:
         self.table = self.table.with_held(aliases, ends_at)
 
-    def in_flight(self, name: str, min_version: int) -> int | None:
+    def in_flight(self, app: str, min_version: int) -> int | None:
+        parsed = AppName.parse(app)
+        name = parsed.model if parsed is not None else app
         self.kill.check("drain", name)
         return self.in_flight_by_model.get(name, 0)
 

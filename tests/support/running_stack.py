@@ -86,6 +86,17 @@ class RunningStack:
         self.log.append(result.stdout + result.stderr)
         return result
 
+    def cli(self, *args: str, timeout_s: float = 900) -> subprocess.CompletedProcess[str]:
+        """`switchyard ARGS --state-dir DIR` against this stack, its output captured."""
+        return subprocess.run(
+            [SWITCHYARD, *args, "--state-dir", str(self.state_dir)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=stack_env(self.state_dir),
+            check=False,
+        )
+
     def status(self) -> dict[str, object]:
         result = subprocess.run(
             # --window-s 0: no live tok/s sampling (12 s of scraping) unless a test wants it.

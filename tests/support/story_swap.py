@@ -63,17 +63,20 @@ LLAMA_B = "mini-llama-b"
 
 
 def ray_job(
-    stack: RunningStack, *args: str, timeout_s: float = 900
+    stack: RunningStack, *args: str, timeout_s: float = 900, working_dir: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`ray job submit -- switchyard ...` exactly as the README shows it."""
+    """`ray job submit [--working-dir DIR] -- switchyard ...` exactly as the README shows
+    it."""
     env = stack_env(stack.state_dir)
     env["RAY_AUTH_MODE"] = "token"
+    uploaded = ["--working-dir", str(working_dir)] if working_dir is not None else []
     command = [
         RAY,
         "job",
         "submit",
         "--address",
         f"http://127.0.0.1:{stack.dashboard_port}",
+        *uploaded,
         "--",
         "switchyard",
         *args,

@@ -124,7 +124,7 @@ def test_engine_extra_may_not_set_what_the_layout_owns(key: str) -> None:
 
 
 def test_engine_extra_passes_other_engine_arguments() -> None:
-    assert _config(engine={"extra": {"max_num_seqs": 8}}).engine.extra == {"max_num_seqs": 8}
+    assert _config(engine={"extra": {"block_size": 32}}).engine.extra == {"block_size": 32}
 
 
 @pytest.mark.parametrize(

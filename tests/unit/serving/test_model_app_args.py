@@ -85,11 +85,26 @@ def test_max_model_len_and_expert_parallel_are_absent_unless_asked_for() -> None
     assert engine_kwargs_for(_config(layout={"tp": 2, "ep": True}))["enable_expert_parallel"]
 
 
-def test_engine_extra_is_merged_last() -> None:
-    config = _config(engine={"extra": {"max_num_seqs": 8, "gpu_memory_utilization": 0.5}})
+def test_typed_engine_settings_and_extra_reach_vllm() -> None:
+    config = _config(
+        engine={
+            "max_num_seqs": 8,
+            "tool_call_parser": "kimi_k2",
+            "enable_prefix_caching": False,
+            "extra": {"block_size": 32},
+        }
+    )
     kwargs = engine_kwargs_for(config)
     assert kwargs["max_num_seqs"] == 8
-    assert kwargs["gpu_memory_utilization"] == 0.5
+    assert kwargs["tool_call_parser"] == "kimi_k2"
+    assert kwargs["enable_prefix_caching"] is False
+    assert kwargs["block_size"] == 32
+
+
+def test_unset_engine_settings_are_left_to_vllm() -> None:
+    kwargs = engine_kwargs_for(_config())
+    for name in ("max_num_seqs", "tool_call_parser", "trust_remote_code", "speculative_config"):
+        assert name not in kwargs
 
 
 def test_llm_config_names_the_model_and_its_local_path() -> None:

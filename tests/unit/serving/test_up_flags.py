@@ -155,3 +155,21 @@ def test_port_and_state_dir_flags(tmp_path: Path) -> None:
     assert config.port == 9001
     assert config.state_dir == tmp_path / "state"
     assert _refusal("--port", "70000").startswith("port: ")
+
+
+def test_a_fleet_file_starts_no_model_of_its_own() -> None:
+    assert _config("-f", "fleet.yaml").models == ()
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ("--model", "miniature:llama"),
+        ("--tp", "1"),
+        ("--max-model-len", "512"),
+        ("--alias", "default"),
+    ],
+)
+def test_a_fleet_file_with_model_flags_is_refused(flags: tuple[str, ...]) -> None:
+    message = _refusal("--file", "fleet.yaml", *flags)
+    assert message.startswith(f"-f/--file: {flags[0]} cannot be given with a fleet file")

@@ -1,0 +1,300 @@
+"""The fleet file: a whole fleet's desired state, kept under version control.
+
+`switchyard apply -f fleet.yaml` makes the live fleet match it, `diff` shows what that would
+do, `export` writes the live fleet back as one. One pydantic model validates it (`FleetFile`,
+`extra="forbid"` everywhere); `switchyard fleet schema` prints its JSON Schema.
+
+A model's entry is kept as written (which fields were set, `layout: auto`): the manager
+stores it with the deployment, so `diff` compares entries, not what they resolved to, and
+`export` gives back what the operator wrote. Secrets are never written in the file: a field
+that names one ends in `_env` and holds an environment variable's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from domain.deployment_config import (
+    EngineConfig,
+    LayoutConfig,
+    ModelDeploymentConfig,
+    validate_model_name,
+)
+from domain.exit_codes import UserInputError
+from domain.validation_message import validation_line
+
+Objective = Literal["latency", "throughput"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FleetLayout(LayoutConfig):
+    """An explicit layout: a deployment's, plus decode context parallel; omitted keys are 1
+    (ep: false)."""
+
+    dcp: int = Field(1, ge=1, le=64, description="decode context parallel size")
+
+    @field_validator("dcp")
+    @classmethod
+    def _dcp(cls, value: int) -> int:
+        if value != 1:
+            # The planner issue adds DCP to admission and the deployer; until then a DCP
+            # layout would be deployed without being judged.
+            raise ValueError("decode context parallel is not supported yet; allowed: 1")
+        return value
+
+    def to_config(self) -> LayoutConfig:
+        return LayoutConfig(tp=self.tp, pp=self.pp, dp=self.dp, ep=self.ep)
+
+    @classmethod
+    def of(cls, layout: LayoutConfig) -> FleetLayout:
+        """`layout` written out: `tp` always (an explicit layout reads as one), the rest
+        where it differs from the default."""
+        return cls.model_validate({"tp": layout.tp, **layout.model_dump(exclude_defaults=True)})
+
+
+def _layout_kind(value: Any) -> str:
+    return "auto" if isinstance(value, str) else "layout"
+
+
+LayoutEntry = Annotated[
+    Annotated[Literal["auto"], Tag("auto")] | Annotated[FleetLayout, Tag("layout")],
+    Discriminator(_layout_kind),
+]
+"""`auto`, or an explicit layout (errors then name the layout's own field)."""
+
+
+class FleetModelEntry(_Strict):
+    """One model of the fleet, as the operator wrote it."""
+
+    name: str
+    source: str = Field(min_length=1, description="hub id[@rev], local dir or miniature:NAME")
+    aliases: tuple[str, ...] = ()
+    replicas: int = Field(1, ge=1, le=64, description="independent engine copies")
+    objective: Objective = Field(
+        "throughput", description="what `layout: auto` optimises (latency or throughput)"
+    )
+    layout: LayoutEntry = Field(
+        "auto", description="'auto' (admission's recommendation, resolved at deploy) or tp/pp/..."
+    )
+    engine: EngineConfig = EngineConfig()
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return validate_model_name(value)
+
+    @field_validator("aliases")
+    @classmethod
+    def _aliases(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for alias in value:
+            validate_model_name(alias, "aliases")
+        if len(set(value)) != len(value):
+            raise ValueError(f"aliases {list(value)} repeat a name")
+        return value
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, value: str) -> str:
+        from domain.model_source import parse_model_source
+
+        try:
+            parse_model_source(value)
+        except UserInputError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @property
+    def auto_layout(self) -> bool:
+        return self.layout == "auto"
+
+    def deployment(self, layout: LayoutConfig | None = None) -> ModelDeploymentConfig:
+        """The deployment this entry asks for; `layout` resolves `auto` (1x1x1 until it is).
+
+        Only the engine fields the entry sets are carried as set, so the recipe and the
+        platform's defaults still apply to the others."""
+        if layout is None:
+            layout = LayoutConfig() if isinstance(self.layout, str) else self.layout.to_config()
+        return ModelDeploymentConfig.model_validate(
+            {
+                "name": self.name,
+                "source": self.source,
+                "aliases": list(self.aliases),
+                "layout": layout.model_dump(),
+                "engine": self.engine.model_dump(exclude_unset=True),
+                "replicas": self.replicas,
+            }
+        )
+
+    def deployed_form(self) -> dict[str, Any]:
+        """What a redeploy depends on: source, layout (with the objective when it is
+        `auto`), engine settings as written, replicas. Names and aliases are not in it."""
+        form: dict[str, Any] = {
+            "source": self.source,
+            "replicas": self.replicas,
+            "engine": self.engine.model_dump(mode="json", exclude_unset=True),
+        }
+        if isinstance(self.layout, str):
+            form["layout"] = {"auto": self.objective}
+        else:
+            form["layout"] = self.layout.model_dump(exclude_defaults=True)
+        return form
+
+    def written(self) -> dict[str, Any]:
+        """The entry as a file holds it: only what was set."""
+        data = self.model_dump(mode="json", exclude_unset=True)
+        return {"name": data.pop("name"), "source": data.pop("source"), **data}
+
+    @classmethod
+    def of_config(cls, config: ModelDeploymentConfig) -> FleetModelEntry:
+        """The entry of a model added without a file (`add`, `up --model`): an explicit
+        layout and the engine settings the request set."""
+        data: dict[str, Any] = {
+            "name": config.name,
+            "source": config.source,
+            "layout": FleetLayout.of(config.layout).model_dump(exclude_unset=True),
+            "engine": config.engine.model_dump(exclude_unset=True),
+        }
+        if config.aliases:
+            data["aliases"] = list(config.aliases)
+        if config.replicas != 1:
+            data["replicas"] = config.replicas
+        return cls.model_validate(data)
+
+
+class GatewaySection(_Strict):
+    """Reserved for the production gateway's `keys` (tenants); no key is accepted yet."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reserved(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data:
+            key = sorted(map(str, data))[0]
+            raise ValueError(
+                f"gateway.{key} is not supported yet: the gateway section is reserved for "
+                "tenant keys (gateway.keys), which are not built; leave it empty"
+            )
+        return data
+
+
+class FleetFile(_Strict):
+    """The desired fleet: its models, and (reserved) its gateway."""
+
+    models: tuple[FleetModelEntry, ...] = ()
+    gateway: GatewaySection = GatewaySection()
+
+    @model_validator(mode="after")
+    def _names(self) -> FleetFile:
+        seen: dict[str, int] = {}
+        for i, model in enumerate(self.models):
+            if model.name in seen:
+                raise ValueError(
+                    f"models[{i}].name: the name '{model.name}' is already used by "
+                    f"models[{seen[model.name]}]; model names must be unique"
+                )
+            seen[model.name] = i
+        owner: dict[str, str] = {}
+        for i, model in enumerate(self.models):
+            for alias in model.aliases:
+                if alias in seen:
+                    raise ValueError(
+                        f"models[{i}] ({model.name}).aliases: '{alias}' is the name of a "
+                        "model; an alias must not be a model name"
+                    )
+                if alias in owner:
+                    raise ValueError(
+                        f"models[{i}] ({model.name}).aliases: '{alias}' is already an alias "
+                        f"of {owner[alias]}; an alias names one model"
+                    )
+                owner[alias] = model.name
+        return self
+
+    def model(self, name: str) -> FleetModelEntry | None:
+        return next((m for m in self.models if m.name == name), None)
+
+    def alias_targets(self) -> dict[str, str]:
+        return {alias: m.name for m in self.models for alias in m.aliases}
+
+
+def parse_fleet_file(text: str, where: str) -> FleetFile:
+    """The validated fleet in `text` (YAML or JSON); a bad one raises UserInputError with one
+    line naming the model, the field, the value and what is allowed."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unreadable"
+        raise UserInputError(f"{where}: not valid YAML ({first})") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise UserInputError(
+            f"{where}: the top level must be a mapping with `models:` (and `gateway:`), "
+            f"not a {type(data).__name__}"
+        )
+    try:
+        return FleetFile.model_validate(data)
+    except ValidationError as exc:
+        raise UserInputError(f"{where}: {validation_line(exc, _entry_name(data))}") from None
+
+
+def read_fleet_file(path: Any) -> tuple[FleetFile, str]:
+    """The validated fleet of the file at `path`, and the file's sha256."""
+    import hashlib
+    from pathlib import Path
+
+    file = Path(path)
+    try:
+        raw = file.read_bytes()
+    except OSError as exc:
+        raise UserInputError(f"-f {file}: cannot read it ({exc.strerror or exc})") from None
+    return parse_fleet_file(raw.decode("utf-8", errors="replace"), str(file)), hashlib.sha256(
+        raw
+    ).hexdigest()
+
+
+def fleet_file_text(models: Sequence[FleetModelEntry]) -> str:
+    """A file `apply` accepts holding `models`, each as written."""
+    import yaml
+
+    data = {"models": [m.written() for m in models]}
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=False)
+
+
+def _entry_name(data: dict[str, Any]) -> Any:
+    """`models[1] (mini-kimi): engine.max_num_seqs` for a field of one model's entry."""
+    models = data.get("models")
+
+    def name(loc: Sequence[str]) -> str:
+        if len(loc) >= 2 and loc[0] == "models" and str(loc[1]).isdigit():
+            index = int(loc[1])
+            label = f"models[{index}]"
+            if isinstance(models, list) and index < len(models):
+                entry = models[index]
+                if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+                    label = f"model '{entry['name']}' (models[{index}])"
+            rest: list[str] = []
+            for part in loc[2:]:
+                # The layout's union tags ("auto", "layout") repeat what the path says.
+                if rest and rest[-1] == "layout" and part in ("auto", "layout"):
+                    continue
+                rest.append(part)
+            return f"{label}: {'.'.join(rest)}" if rest else label
+        return ".".join(loc)
+
+    return name
