@@ -220,7 +220,11 @@ def test_status_reports_tokens_per_second_and_p95_ttft_per_model(observed: Obser
         base_url=observed.stack.base_url, api_key=API_KEY, max_retries=0, timeout=120
     )
     for _ in range(4):
-        client.completions.create(model="default", prompt="status", max_tokens=4)
+        # Streamed: the gateway records time to first token for streams only.
+        stream = client.completions.create(
+            model="default", prompt="status", max_tokens=4, stream=True
+        )
+        assert [chunk for chunk in stream if chunk.choices]
 
     seen: dict[str, Any] = {}
 
