@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from domain.deployment_config import LayoutConfig, ModelDeploymentConfig
-from policies.admission import AdmissionRequest, Decision, admit
+from policies.admission import AdmissionRequest, Decision, Objective, admit
 from policies.hf_config import load_model_spec
 from policies.inventory import ClusterInventory
 from policies.layout import Layout
@@ -19,7 +19,7 @@ from policies.weights import weights_from_model_dir
 
 
 def admission_request(
-    config: ModelDeploymentConfig, *, any_layout: bool = False
+    config: ModelDeploymentConfig, *, any_layout: bool = False, objective: str = "throughput"
 ) -> AdmissionRequest:
     """The policy's request for what will be deployed: the same KV dtype, memory share,
     context and batch limits vLLM gets. `any_layout` asks for a recommendation (a layout
@@ -38,8 +38,10 @@ def admission_request(
         kv_cache_dtype=kv,
         layout=None
         if any_layout
-        else Layout(tp=layout.tp, pp=layout.pp, dp=layout.dp, ep=layout.ep),
+        else Layout(tp=layout.tp, pp=layout.pp, dp=layout.dp, ep=layout.ep, dcp=layout.dcp),
         weights_cached_on=frozenset({"cache"}),
+        objective=Objective(objective),
+        enforce_eager=engine.enforce_eager,
         **batch,
     )
 
@@ -51,20 +53,21 @@ def decide(
     *,
     freed: Mapping[str, int] | None = None,
     any_layout: bool = False,
+    objective: str = "throughput",
 ) -> Decision:
     spec = load_model_spec(model_dir)
     weights = weights_from_model_dir(model_dir, spec)
-    request = admission_request(config, any_layout=any_layout)
+    request = admission_request(config, any_layout=any_layout, objective=objective)
     return admit(spec, weights, inventory, request, freed=freed)
 
 
 def auto_layout_of(decision: Decision, accelerator_kind: str) -> LayoutConfig | None:
-    """The best usable candidate the deployer can run here (`layout: auto`): the policy's
-    ranking, skipping what the deployer refuses (expert parallel on the CPU engine, data
-    parallel with expert parallel; domain/deployment_config.py)."""
-    for candidate in decision.candidates:
-        layout = candidate.layout
-        if not candidate.usable or (layout.ep and (accelerator_kind == "cpu" or layout.dp > 1)):
-            continue
-        return LayoutConfig(tp=layout.tp, pp=layout.pp, dp=layout.dp, ep=layout.ep)
-    return None
+    """The layout `layout: auto` deploys: the policy's recommendation for the request's
+    objective. The policy never recommends what the deployer refuses (data parallel engine
+    groups; expert parallel on the CPU engine, whose stand-in profile it knows); the check
+    here keeps that true should a GPU-kind inventory describe a CPU cluster."""
+    candidate = decision.recommended
+    if candidate is None or (candidate.layout.ep and accelerator_kind == "cpu"):
+        return None
+    layout = candidate.layout
+    return LayoutConfig(tp=layout.tp, pp=layout.pp, dp=layout.dp, ep=layout.ep, dcp=layout.dcp)

@@ -69,5 +69,5 @@ def model_route(app: AppName, config: ModelDeploymentConfig, state: ModelState) 
         state=state,
         source=config.source,
         layout=str(config.layout),
-        replicas=config.replicas * config.layout.dp,
+        replicas=config.replicas,
     )

@@ -237,7 +237,13 @@ class FleetEngine:
         )
         op.phase(SwapPhase.PREFLIGHT, f"admission for {config.name}")
         checked = preflight(
-            ctx, op, config, freed=None, dry_run=dry_run, auto_layout=entry.auto_layout
+            ctx,
+            op,
+            config,
+            freed=None,
+            dry_run=dry_run,
+            auto_layout=entry.auto_layout,
+            objective=entry.objective,
         )
         if not checked.admitted:
             return op.end(Outcome.REJECTED, "not admitted: " + "; ".join(checked.reasons))

@@ -216,7 +216,14 @@ def _judge(
     freed = old.claimed if old is not None else None
     try:
         if entry.auto_layout:
-            decision = decide(model_dir, config, cluster.inventory, freed=freed, any_layout=True)
+            decision = decide(
+                model_dir,
+                config,
+                cluster.inventory,
+                freed=freed,
+                any_layout=True,
+                objective=entry.objective,
+            )
             layout = auto_layout_of(decision, sources.accelerator.kind)
             if layout is None:
                 return _refuse(step, *refusals(decision))
@@ -231,7 +238,7 @@ def _judge(
         return _refuse(step, str(exc))
     step.config = config
     step.layout = str(config.layout)
-    step.accelerators = config.layout.gpus_per_replica * config.layout.dp * config.replicas
+    step.accelerators = config.layout.gpus_per_replica * config.replicas
     step.weights_gib = round(decision.weights.total_bytes / 2**30, 3)
     step.engine = config.engine.model_dump(mode="json", exclude_none=True, exclude={"extra"})
     step.engine.update(config.engine.extra)
@@ -253,7 +260,7 @@ def _claims(
 ) -> Claims:
     """Where the admitted layout's accelerators come from: the candidate's nodes, in order."""
     candidate = decision.recommended or decision.candidates[0]
-    need = layout.gpus_per_replica * layout.dp * replicas
+    need = layout.gpus_per_replica * replicas
     free = {n.name: n.free_gpus for n in inventory.nodes}
     claims: Claims = {}
     for node in candidate.nodes or tuple(free):

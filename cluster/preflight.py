@@ -69,13 +69,16 @@ def preflight(
     freed: Mapping[str, int] | None,
     dry_run: bool,
     auto_layout: bool = False,
+    objective: str = "throughput",
 ) -> PreflightResult:
     """Stage `config`'s weights, resolve it (recipe, `layout: auto`) and run admission
     counting `freed` as free."""
     staged = stage_and_probe(ctx, op, config, dry_run=dry_run)
     if isinstance(staged, PreflightResult):
         return staged
-    resolved = resolve(ctx, op, config, staged, freed=freed, auto_layout=auto_layout)
+    resolved = resolve(
+        ctx, op, config, staged, freed=freed, auto_layout=auto_layout, objective=objective
+    )
     if isinstance(resolved, tuple):
         return PreflightResult(staged.model_dir, resolved)
     refused = admission(ctx, op, resolved, staged, freed=freed)
@@ -90,6 +93,7 @@ def resolve(
     *,
     freed: Mapping[str, int] | None,
     auto_layout: bool,
+    objective: str = "throughput",
 ) -> ModelDeploymentConfig | tuple[str, ...]:
     """`config` as it will be deployed: the architecture's recipe on the engine fields it
     leaves unset, and its layout the policy's recommendation when it asked for `auto`
@@ -104,16 +108,20 @@ def resolve(
     if not auto_layout:
         return config
     try:
-        decision = decide(staged.model_dir, config, staged.inventory, freed=freed, any_layout=True)
+        decision = decide(
+            staged.model_dir,
+            config,
+            staged.inventory,
+            freed=freed,
+            any_layout=True,
+            objective=objective,
+        )
     except ValueError as exc:
         return (str(exc),)
     chosen = auto_layout_of(decision, config.accelerator.kind)
     if chosen is None:
         return refusals(decision) or ("no recommended layout is deployable here",)
-    op.note(
-        f"layout auto: {chosen} (admission's recommendation, ranked by the single-stream "
-        "decode ceiling; the objective is recorded, not yet used)"
-    )
+    op.note(f"layout auto: {chosen} (admission's recommendation for {objective})")
     op.details.layout = str(chosen)
     return config.model_copy(update={"layout": chosen})
 

@@ -71,7 +71,7 @@ class ServeControl:
         first["CPU"] = first.get("CPU", 0.0) + 1.0
         spec = type(spec)(bundles=(first, *spec.bundles[1:]), strategy=spec.strategy)
         nodes = list(available_resources_per_node().values())
-        return placement_problem(spec, nodes, replicas=config.replicas * config.layout.dp)
+        return placement_problem(spec, nodes, replicas=config.replicas)
 
     def start_deploy(self, app: AppName, config: ModelDeploymentConfig, model_path: Path) -> float:
         from ray import serve

@@ -119,7 +119,8 @@ def swap(ctx: FleetContext, begin: Begin, request: SwapRequest) -> OperationResu
         )
     auto = request.entry is not None and request.entry.auto_layout
     # `layout: auto` counts OLD's accelerators as free: they are the model's own.
-    resolved = resolve(ctx, op, new, staged, freed=claimed, auto_layout=auto)
+    objective = request.entry.objective if request.entry is not None else "throughput"
+    resolved = resolve(ctx, op, new, staged, freed=claimed, auto_layout=auto, objective=objective)
     if isinstance(resolved, tuple):
         return op.end(Outcome.REJECTED, "not admitted, nothing changed: " + "; ".join(resolved))
     new = resolved

@@ -35,15 +35,31 @@ class LayoutConfig(_Strict):
 
     tp: int = Field(1, ge=1, le=64, description="tensor parallel size")
     pp: int = Field(1, ge=1, le=64, description="pipeline parallel size")
-    dp: int = Field(1, ge=1, le=64, description="data parallel size (engine replicas)")
+    dp: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="vLLM data parallel ranks in one engine group (independent copies: replicas)",
+    )
     ep: bool = Field(False, description="expert parallel (MoE experts spread, not split)")
+    dcp: int = Field(1, ge=1, le=64, description="decode context parallel size (within TP)")
+
+    @model_validator(mode="after")
+    def _dcp_within_tp(self) -> LayoutConfig:
+        if self.tp % self.dcp != 0:
+            raise ValueError(
+                f"dcp={self.dcp}: decode context parallel shards within the TP group, so it "
+                f"must divide tp={self.tp}"
+            )
+        return self
 
     @property
     def gpus_per_replica(self) -> int:
         return self.tp * self.pp
 
     def __str__(self) -> str:
-        return f"TP{self.tp}xPP{self.pp}xDP{self.dp}" + ("+EP" if self.ep else "")
+        dcp = f"xDCP{self.dcp}" if self.dcp > 1 else ""
+        return f"TP{self.tp}xPP{self.pp}xDP{self.dp}{dcp}" + ("+EP" if self.ep else "")
 
 
 LAYOUT_ENGINE_ARGS: frozenset[str] = frozenset(
@@ -206,12 +222,14 @@ class ModelDeploymentConfig(_Strict):
 
     @model_validator(mode="after")
     def _layout_supported(self) -> ModelDeploymentConfig:
-        if self.layout.dp > 1 and self.layout.ep:
-            # vLLM's DP+EP needs one engine spanning the DP ranks (Ray Serve LLM's
-            # data-parallel pattern); not wired yet, so refuse rather than mis-place.
+        if self.layout.dp > 1:
+            # vLLM data parallel is one engine group spanning the DP ranks (Ray Serve LLM's
+            # data-parallel pattern); not wired yet, so refuse rather than deploy something
+            # else under the same name. Independent engine copies are `replicas`.
             raise ValueError(
-                f"layout={self.layout}: data parallel with expert parallel is not supported "
-                "yet; use dp=1 with tp>1 and ep=true, or dp>1 without ep"
+                f"layout.dp={self.layout.dp}: vLLM data parallel (one engine group over "
+                f"{self.layout.dp} ranks) is not deployed yet; allowed: 1. For "
+                f"{self.layout.dp} independent engine copies set replicas={self.layout.dp}"
             )
         if self.accelerator.kind == "cpu" and self.layout.ep:
             raise ValueError(

@@ -43,22 +43,10 @@ class _Strict(BaseModel):
 
 
 class FleetLayout(LayoutConfig):
-    """An explicit layout: a deployment's, plus decode context parallel; omitted keys are 1
-    (ep: false)."""
-
-    dcp: int = Field(1, ge=1, le=64, description="decode context parallel size")
-
-    @field_validator("dcp")
-    @classmethod
-    def _dcp(cls, value: int) -> int:
-        if value != 1:
-            # The planner issue adds DCP to admission and the deployer; until then a DCP
-            # layout would be deployed without being judged.
-            raise ValueError("decode context parallel is not supported yet; allowed: 1")
-        return value
+    """An explicit layout: a deployment's; omitted keys are 1 (ep: false)."""
 
     def to_config(self) -> LayoutConfig:
-        return LayoutConfig(tp=self.tp, pp=self.pp, dp=self.dp, ep=self.ep)
+        return LayoutConfig(tp=self.tp, pp=self.pp, dp=self.dp, ep=self.ep, dcp=self.dcp)
 
     @classmethod
     def of(cls, layout: LayoutConfig) -> FleetLayout:

@@ -2,34 +2,57 @@
 
 `admit` enumerates candidate layouts on each GPU kind of the inventory (or judges the one
 layout asked for), applies the layout rules, places the TP groups on free GPUs, checks disk,
-estimates memory and the decode ceiling, and ranks what fits:
+estimates memory, the single-stream ceiling and the throughput at load, and ranks what is
+usable (valid, fitting, and deployable by Switchyard) by the request's objective:
 
-1. valid and fitting layouts first;
-2. then by the single-stream decode ceiling (higher first; see `policies.cost_model`),
-   which prefers less all-reduce traffic on PCIe-only nodes;
-3. then by fewer GPUs (leaving room for other models), then more KV concurrency.
+- latency: the single-stream decode ceiling (`policies.cost_model`), then fewer GPUs, then
+  more KV concurrency;
+- throughput: replicas multiply throughput, but nothing multiplies one stream's speed; so
+  this objective keeps the GPU count of the smallest layout that serves the model (more
+  GPUs go to replicas, each judged alone) and takes the highest sustained decode throughput
+  at saturation among layouts of that size (`policies.throughput`); then expert parallel
+  (whole experts keep the grouped GEMMs at full width, which the ceiling does not price),
+  then latency.
 
-The recommended layout is the first of that order when it is valid and fits.
+The recommended layout is the first usable one of that order; the decision also carries the
+best usable layout of each objective.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
+from policies.batch_defaults import batch_defaults
 from policies.cost_model import decode_cost
+from policies.engine_memory import EngineSettings, cuda_context_bytes
 from policies.errors import InvalidRequest
-from policies.inventory import ClusterInventory, GpuProfile, NodeInventory
+from policies.inventory import ClusterInventory, GpuProfile, Interconnect, NodeInventory
 from policies.layout import Layout
-from policies.layout_rules import check_model_rules, tensor_parallel_within_node
-from policies.memory import KvCacheDtype, OverheadSettings, estimate_memory
+from policies.layout_rules import (
+    check_model_rules,
+    decode_context_parallel_backend,
+    tensor_parallel_within_node,
+)
+from policies.memory import KvCacheDtype, estimate_memory
 from policies.model_spec import ModelSpec
 from policies.parameters import ModelBytes, model_bytes
 from policies.placement import place
 from policies.reasons import Reason, ReasonCode
+from policies.throughput import throughput
 from policies.units import gib
 from policies.weights import WeightSize, estimate_weights, override_weights
+
+
+class Objective(StrEnum):
+    """What `recommended` optimises."""
+
+    LATENCY = "latency"
+    """The single-stream decode ceiling (one user's tokens/s)."""
+    THROUGHPUT = "throughput"
+    """Aggregate decode tokens/s with the batch full, on the fewest GPUs that serve the model."""
 
 
 @dataclass(frozen=True)
@@ -43,10 +66,16 @@ class AdmissionRequest:
     layout: Layout | None = None
     """Judge only this layout instead of enumerating candidates."""
     weights_override_bytes: int | None = None
-    max_num_batched_tokens: int = 8192
-    max_num_seqs: int = 256
+    max_num_batched_tokens: int | None = None
+    """None: vLLM's default for the GPU (`policies.batch_defaults`)."""
+    max_num_seqs: int | None = None
+    """None: vLLM's default for the GPU."""
     weights_cached_on: frozenset[str] = field(default_factory=frozenset)
     """Storage ids (`NodeInventory.storage_id`) that already hold the weights."""
+    dcp: int | None = None
+    """Enumerate only layouts with this decode-context-parallel size (None: all)."""
+    objective: Objective = Objective.THROUGHPUT
+    enforce_eager: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
@@ -59,8 +88,10 @@ class AdmissionRequest:
             raise InvalidRequest(
                 f"weights override must be > 0 bytes, got {self.weights_override_bytes}"
             )
-        if self.max_num_batched_tokens < 1 or self.max_num_seqs < 1:
-            raise InvalidRequest("max_num_batched_tokens and max_num_seqs must be >= 1")
+        for name in ("max_num_batched_tokens", "max_num_seqs", "dcp"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InvalidRequest(f"{name} must be >= 1, got {value}")
 
 
 @dataclass(frozen=True)
@@ -82,10 +113,18 @@ class Candidate:
     decode_tok_s_ceiling: float
     nodes: tuple[str, ...] = ()
     """Nodes the placement uses (empty when it cannot be placed)."""
+    deployable: bool = True
+    """Switchyard's deployer runs this layout (see `ReasonCode.NOT_DEPLOYABLE`)."""
+    memory_breakdown: Mapping[str, int] = field(default_factory=dict)
+    """Bytes per GPU by `MemoryTerm`, on the stage that limits the KV cache."""
+    kv_cache_bytes: int = 0
+    """What that stage's GPU has left for the KV cache ("Available KV cache memory")."""
+    throughput_tok_s_ceiling: float = 0.0
+    saturation_concurrency: int = 0
 
     @property
     def usable(self) -> bool:
-        return self.valid and self.fits
+        return self.valid and self.fits and self.deployable
 
     def to_json_dict(self) -> dict[str, Any]:
         return {
@@ -93,14 +132,20 @@ class Candidate:
             "pp": self.layout.pp,
             "dp": self.layout.dp,
             "ep": self.layout.ep,
+            "dcp": self.layout.dcp,
             "valid": self.valid,
             "fits": self.fits,
+            "deployable": self.deployable,
             "reasons": [str(r) for r in self.reasons],
             "weights_gib_per_gpu": round(gib(self.weights_bytes_per_gpu), 2),
+            "memory_breakdown": dict(self.memory_breakdown),
+            "kv_cache_bytes": self.kv_cache_bytes,
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
             "kv_cache_tokens": self.kv_cache_tokens,
             "max_concurrency": round(self.max_concurrency, 2),
             "decode_tok_s_ceiling": round(self.decode_tok_s_ceiling, 1),
+            "saturation_concurrency": self.saturation_concurrency,
+            "throughput_tok_s_ceiling": round(self.throughput_tok_s_ceiling, 1),
         }
 
 
@@ -112,12 +157,21 @@ class Decision:
     candidates: tuple[Candidate, ...]
     weights: WeightSize
     max_model_len: int
+    objective: Objective = Objective.THROUGHPUT
+    recommended_by_objective: Mapping[Objective, Candidate | None] = field(default_factory=dict)
 
     def to_json_dict(self) -> dict[str, Any]:
+        def as_json(c: Candidate | None) -> dict[str, Any] | None:
+            return None if c is None else c.to_json_dict()
+
         return {
             "admitted": self.admitted,
             "reasons": [str(r) for r in self.reasons],
-            "recommended": None if self.recommended is None else self.recommended.to_json_dict(),
+            "objective": self.objective.value,
+            "recommended": as_json(self.recommended),
+            "recommended_by_objective": {
+                o.value: as_json(self.recommended_by_objective.get(o)) for o in Objective
+            },
             "candidates": [c.to_json_dict() for c in self.candidates],
         }
 
@@ -150,19 +204,22 @@ def admit(
         weights = estimate_weights(spec)
     shape = model_bytes(spec).scaled_to(weights)
     max_len = request.max_model_len or spec.max_context
-    settings = OverheadSettings(request.max_num_batched_tokens, request.max_num_seqs)
 
     candidates: list[Candidate] = []
     for gpu, nodes in inventory.pools():
         layouts = (
-            [request.layout] if request.layout is not None else list(_layouts(spec, nodes, gpu))
+            [request.layout]
+            if request.layout is not None
+            else list(_layouts(spec, nodes, request.dcp))
         )
         for layout in layouts:
+            settings = _engine_settings(request, gpu, layout)
             candidates.append(
                 _judge(spec, shape, weights, layout, gpu, nodes, request, max_len, settings)
             )
-    candidates.sort(key=_rank)
-    recommended = candidates[0] if candidates and candidates[0].usable else None
+    best = {o: _best(candidates, o) for o in Objective}
+    candidates.sort(key=RANKINGS[request.objective])
+    recommended = best[request.objective]
 
     reasons: list[Reason] = []
     if max_len > spec.max_context:
@@ -183,6 +240,19 @@ def admit(
         candidates=tuple(candidates),
         weights=weights,
         max_model_len=max_len,
+        objective=request.objective,
+        recommended_by_objective={o: (c if admitted else None) for o, c in best.items()},
+    )
+
+
+def _engine_settings(request: AdmissionRequest, gpu: GpuProfile, layout: Layout) -> EngineSettings:
+    """The request's batch limits, or vLLM's defaults for this GPU (`get_batch_defaults` sees
+    one engine's world size: TP x PP)."""
+    defaults = batch_defaults(gpu, world_size=layout.gpus_per_replica)
+    return EngineSettings(
+        max_num_batched_tokens=request.max_num_batched_tokens or defaults.max_num_batched_tokens,
+        max_num_seqs=request.max_num_seqs or defaults.max_num_seqs,
+        enforce_eager=request.enforce_eager,
     )
 
 
@@ -195,13 +265,16 @@ def _judge(
     nodes: tuple[NodeInventory, ...],
     request: AdmissionRequest,
     max_len: int,
-    settings: OverheadSettings,
+    settings: EngineSettings,
 ) -> Candidate:
     gpus_per_node = max(n.gpus for n in nodes)
     rule_reasons = list(check_model_rules(spec, layout))
-    cross = tensor_parallel_within_node(layout, gpus_per_node, gpu.interconnect)
-    if cross is not None:
-        rule_reasons.append(cross)
+    for device_rule in (
+        tensor_parallel_within_node(layout, gpus_per_node, gpu.interconnect),
+        decode_context_parallel_backend(layout, gpu),
+    ):
+        if device_rule is not None:
+            rule_reasons.append(device_rule)
     valid = not rule_reasons
 
     fit_reasons: list[Reason] = []
@@ -219,12 +292,24 @@ def _judge(
         max_model_len=max_len,
         settings=settings,
     )
+    headroom = gpu.memory_bytes - memory.budget_bytes
+    if headroom < cuda_context_bytes(gpu):
+        fit_reasons.append(
+            Reason(
+                ReasonCode.GPU_MEMORY_UTILIZATION_TOO_HIGH,
+                f"gpu_memory_utilization {request.gpu_memory_utilization} leaves "
+                f"{gib(headroom):.2f} GiB of {gpu.name} outside the budget, less than the "
+                f"~{gib(cuda_context_bytes(gpu)):.1f} GiB CUDA context and communicators "
+                "take before vLLM's start-up check; lower it.",
+            )
+        )
     if not memory.weights_fit:
         fit_reasons.append(
             Reason(
                 ReasonCode.WEIGHTS_EXCEED_MEMORY,
                 f"{gib(memory.weights_bytes_per_gpu):.1f} GiB of weights + "
-                f"{gib(memory.overhead_bytes):.1f} GiB runtime overhead per GPU exceed the "
+                f"{gib(memory.overhead_bytes):.1f} GiB engine overhead (activations, CUDA "
+                "graphs, buffers) per GPU exceed the "
                 f"{gib(memory.budget_bytes):.1f} GiB budget ({gpu.name}, "
                 f"gpu_memory_utilization {request.gpu_memory_utilization}).",
             )
@@ -249,12 +334,23 @@ def _judge(
         kv_cache_dtype=request.kv_cache_dtype,
         gpus_per_node=gpus_per_node,
     )
+    at_load = throughput(
+        spec,
+        shape,
+        layout,
+        gpu,
+        kv_cache_dtype=request.kv_cache_dtype,
+        gpus_per_node=gpus_per_node,
+        kv_cache_tokens=memory.kv_cache_tokens,
+        max_num_seqs=settings.max_num_seqs,
+    )
+    deploy_reason = _not_deployable(layout, gpu)
     return Candidate(
         layout=layout,
         gpu=gpu.name,
         valid=valid,
         fits=not fit_reasons,
-        reasons=tuple(rule_reasons + fit_reasons),
+        reasons=tuple(rule_reasons + fit_reasons + ([deploy_reason] if deploy_reason else [])),
         weights_bytes_per_gpu=memory.weights_bytes_per_gpu,
         kv_bytes_per_token_per_gpu=memory.kv_bytes_per_token_per_gpu,
         kv_cache_tokens=memory.kv_cache_tokens,
@@ -262,24 +358,57 @@ def _judge(
         max_model_len_fit=memory.max_model_len_fit,
         decode_tok_s_ceiling=cost.tokens_per_second,
         nodes=placement.nodes if placement is not None else (),
+        deployable=deploy_reason is None,
+        memory_breakdown=memory.breakdown,
+        kv_cache_bytes=memory.kv_cache_bytes,
+        throughput_tok_s_ceiling=at_load.tokens_per_second,
+        saturation_concurrency=at_load.saturation_concurrency,
     )
 
 
+def _not_deployable(layout: Layout, gpu: GpuProfile) -> Reason | None:
+    """What vLLM accepts but Switchyard's deployer does not run (yet)."""
+    if layout.dp > 1:
+        return Reason(
+            ReasonCode.NOT_DEPLOYABLE,
+            f"data parallel {layout.dp} is one vLLM engine group over {layout.total_gpus} GPUs; "
+            "Switchyard deploys independent engines only (use replicas for copies).",
+        )
+    if layout.ep and gpu.interconnect is Interconnect.HOST_MEMORY:
+        return Reason(
+            ReasonCode.NOT_DEPLOYABLE,
+            "expert parallel on vLLM's CPU engine crashes a worker; use ep=false on the CPU.",
+        )
+    return None
+
+
 def _layouts(
-    spec: ModelSpec, nodes: tuple[NodeInventory, ...], gpu: GpuProfile
+    spec: ModelSpec, nodes: tuple[NodeInventory, ...], dcp: int | None
 ) -> Iterator[Layout]:
     """Powers of two for TP, PP and DP (plus a whole node's GPU count for TP), up to the
-    pool's GPUs; expert parallel where there are experts and more than one MoE rank."""
+    pool's GPUs; expert parallel where there are experts and more than one MoE rank; DCP
+    sizes (powers of two up to TP) for MLA, and for GQA where TP exceeds the KV heads. With
+    `dcp` given, only that size (on every TP it could divide)."""
     total = sum(n.gpus for n in nodes)
     per_node = max(n.gpus for n in nodes)
     tps = sorted({*_powers_of_two(total), per_node} - {0})
     tps = [t for t in tps if t <= total]
     for tp in tps:
-        for pp in _powers_of_two(min(total // tp, spec.num_layers)):
-            for dp in _powers_of_two(total // (tp * pp)):
-                yield Layout(tp=tp, pp=pp, dp=dp)
-                if spec.moe is not None and tp * dp > 1:
-                    yield Layout(tp=tp, pp=pp, dp=dp, ep=True)
+        for dcp_size in _dcp_sizes(spec, tp, dcp):
+            for pp in _powers_of_two(min(total // tp, spec.num_layers)):
+                for dp in _powers_of_two(total // (tp * pp)):
+                    yield Layout(tp=tp, pp=pp, dp=dp, dcp=dcp_size)
+                    if spec.moe is not None and tp * dp > 1:
+                        yield Layout(tp=tp, pp=pp, dp=dp, ep=True, dcp=dcp_size)
+
+
+def _dcp_sizes(spec: ModelSpec, tp: int, dcp: int | None) -> list[int]:
+    if dcp is not None:
+        return [dcp] if dcp <= tp else []
+    att = spec.attention
+    if att.mla is None and tp <= att.num_kv_heads:
+        return [1]
+    return _powers_of_two(tp)
 
 
 def _powers_of_two(limit: int) -> list[int]:
@@ -291,7 +420,7 @@ def _powers_of_two(limit: int) -> list[int]:
     return values
 
 
-def _rank(c: Candidate) -> tuple[bool, bool, float, int, float, int]:
+def _latency_rank(c: Candidate) -> tuple[bool, bool, float, int, float, int, int]:
     return (
         not c.usable,
         not c.valid,
@@ -299,7 +428,31 @@ def _rank(c: Candidate) -> tuple[bool, bool, float, int, float, int]:
         c.layout.total_gpus,
         -c.max_concurrency,
         c.layout.tp,
+        c.layout.dcp,
     )
+
+
+def _throughput_rank(c: Candidate) -> tuple[bool, bool, int, float, bool, float, int]:
+    # Three significant figures: layouts the ceiling cannot tell apart fall to the tie-breaks.
+    sustained = float(f"{c.throughput_tok_s_ceiling:.3g}")
+    return (
+        not c.usable,
+        not c.valid,
+        c.layout.total_gpus,
+        -sustained,
+        not c.layout.ep,
+        -c.decode_tok_s_ceiling,
+        c.layout.tp,
+    )
+
+
+RANKINGS = {Objective.LATENCY: _latency_rank, Objective.THROUGHPUT: _throughput_rank}
+"""The order of candidates for each objective (best first)."""
+
+
+def _best(candidates: list[Candidate], objective: Objective) -> Candidate | None:
+    usable = [c for c in candidates if c.usable]
+    return min(usable, key=RANKINGS[objective]) if usable else None
 
 
 def _summary(candidates: list[Candidate]) -> list[Reason]:

@@ -72,14 +72,17 @@ def decode_cost(
     stages = pipeline_stages(spec.num_layers, layout.pp)
     kv_per_layer = kv_bytes_per_token_per_layer(spec, tp, kv_cache_dtype)
     hidden_bytes = spec.hidden_size * _ACTIVATION_BYTES
-    tp_step, tp_link = _link(gpu, crosses_nodes=tp > gpus_per_node)
+    tp_step, tp_link = link_for(gpu, crosses_nodes=tp > gpus_per_node)
     moe_crosses = layout.moe_group_size > gpus_per_node
-    moe_step, moe_link = _link(gpu, crosses_nodes=moe_crosses)
-    tp_reduce = 2 * _collective_s(tp, hidden_bytes, tp_step, tp_link) if tp > 1 else 0.0
+    moe_step, moe_link = link_for(gpu, crosses_nodes=moe_crosses)
+    tp_reduce = 2 * collective_s(tp, hidden_bytes, tp_step, tp_link) if tp > 1 else 0.0
+    # DCP merges each layer's partial attention across its ranks (all-gather of the queries,
+    # reduce-scatter of outputs and log-sum-exp: vLLM's "ag_rs" backend).
+    dcp_exchange = collective_s(layout.dcp, hidden_bytes, tp_step, tp_link)
     moe_exchange = 0.0
     if layout.dp > 1:
         group = layout.moe_group_size
-        moe_exchange = 2 * _collective_s(group, hidden_bytes * layout.dp, moe_step, moe_link)
+        moe_exchange = 2 * collective_s(group, hidden_bytes * layout.dp, moe_step, moe_link)
     # Most layers are identical; compute each distinct layer's bytes once.
     reads: dict[LayerBytes, int] = {}
     weights_s = kv_s = collectives_s = 0.0
@@ -93,22 +96,23 @@ def decode_cost(
                 if model.num_kv_heads:
                     heads = max(1, ceil_div(model.num_kv_heads, tp))
                     layer_read += ceil_div(lb.kv_proj * heads, model.num_kv_heads)
-                layer_read += _active_expert_bytes(model, lb.experts, layout)
+                layer_read += active_expert_bytes(model, lb.experts, layout)
                 reads[lb] = layer_read
             read += layer_read
-            collectives_s += tp_reduce + (moe_exchange if lb.experts else 0.0)
+            collectives_s += tp_reduce + dcp_exchange + (moe_exchange if lb.experts else 0.0)
         if index == len(stages) - 1:
             read += ceil_div(model.lm_head, tp)
         weights_s += read / bandwidth
-        kv_s += kv_per_layer * len(layers) * context_tokens / bandwidth
-    handoff_step, handoff_link = _link(gpu, crosses_nodes=layout.gpus_per_replica > gpus_per_node)
+        kv_s += kv_per_layer * len(layers) * context_tokens / layout.dcp / bandwidth
+    crosses = layout.gpus_per_replica > gpus_per_node
+    handoff_step, handoff_link = link_for(gpu, crosses_nodes=crosses)
     handoff_s = (layout.pp - 1) * (handoff_step + hidden_bytes / handoff_link)
     return DecodeCost(
         weights_s=weights_s, kv_s=kv_s, collectives_s=collectives_s, handoff_s=handoff_s
     )
 
 
-def _active_expert_bytes(model: ModelBytes, experts: int, layout: Layout) -> int:
+def active_expert_bytes(model: ModelBytes, experts: int, layout: Layout) -> int:
     """Bytes of the top-k experts the busiest rank reads for one token."""
     if experts == 0 or model.num_experts == 0:
         return 0
@@ -120,14 +124,14 @@ def _active_expert_bytes(model: ModelBytes, experts: int, layout: Layout) -> int
     return ceil_div(k * per_expert, group)
 
 
-def _link(gpu: GpuProfile, *, crosses_nodes: bool) -> tuple[float, float]:
+def link_for(gpu: GpuProfile, *, crosses_nodes: bool) -> tuple[float, float]:
     """(step latency in s, bandwidth in bytes/s)."""
     if crosses_nodes:
         return NETWORK_LATENCY_US * 1e-6, NETWORK_BANDWIDTH_GBPS * 1e9
     return gpu.link_latency_us * 1e-6, gpu.link_bandwidth_gbps * 1e9
 
 
-def _collective_s(ranks: int, payload_bytes: int, step_s: float, link_bps: float) -> float:
+def collective_s(ranks: int, payload_bytes: int, step_s: float, link_bps: float) -> float:
     if ranks <= 1:
         return 0.0
     return 2 * (ranks - 1) * step_s + 2 * (ranks - 1) / ranks * payload_bytes / link_bps

@@ -46,6 +46,20 @@ class GpuProfile:
     cuda_graphs: bool = True
     """Whether vLLM captures CUDA graphs (and so reserves memory for them) on this device."""
     aliases: tuple[str, ...] = ()
+    sm_count: int = 132
+    """Streaming multiprocessors (the sampler keeps one vocabulary row per SM)."""
+    bf16_tflops: float = 0.0
+    """Dense (no sparsity) tensor-core peak for bf16 inputs, in 10^12 FLOP/s; 0 unknown."""
+    fp8_tflops: float = 0.0
+    """Dense fp8 tensor-core peak; 0 where the GPU has no fp8 tensor cores."""
+    fp4_tflops: float = 0.0
+    """Dense fp4 tensor-core peak; 0 where the GPU has no fp4 tensor cores."""
+    datasheet: str = ""
+    """Where the memory, bandwidth and FLOPs figures come from."""
+    decode_lse_attention: bool = True
+    """Whether vLLM's attention backends here return the softmax log-sum-exp for decode,
+    which decode context parallel needs (vllm/v1/worker/cp_utils.py): every CUDA backend
+    does (FlashAttention, FlashInfer, FlashMLA, CUTLASS MLA, Triton MLA); the CPU ones do not."""
 
     @classmethod
     def cpu_standin(
@@ -66,12 +80,16 @@ class GpuProfile:
             link_bandwidth_gbps=bandwidth_gbps / 2,
             link_latency_us=10.0,
             cuda_graphs=False,
+            bf16_tflops=1.0,
+            datasheet="a CPU slot standing in for an accelerator (planning figures only)",
+            decode_lse_attention=False,
         )
 
 
 # Memory, HBM bandwidth and interconnect are the shared reference's figures. Link bandwidth is
 # the measured PCIe P2P rate where known, else half the quoted bidirectional NVLink rate; the
-# per-step latencies are planning assumptions for the cost model, not measurements.
+# per-step latencies are planning assumptions for the cost model, not measurements. FLOPs are
+# the datasheets' dense tensor-core peaks (the sparse figures halved).
 _PROFILES: Final = (
     GpuProfile(
         name="rtx-pro-6000-blackwell",
@@ -82,6 +100,13 @@ _PROFILES: Final = (
         link_latency_us=4.0,
         compute_capability=(12, 0),
         native_fp8=True,
+        sm_count=188,
+        # Datasheet peaks are quoted with 2:4 sparsity for fp4 (4 PFLOPS); dense is half, and
+        # each wider dtype halves again.
+        bf16_tflops=250.0,
+        fp8_tflops=500.0,
+        fp4_tflops=1000.0,
+        datasheet="https://www.nvidia.com/en-us/data-center/rtx-pro-6000-blackwell-server-edition/",
         aliases=(
             "rtx-pro-6000",
             "rtx-pro-6000-server",
@@ -99,6 +124,10 @@ _PROFILES: Final = (
         link_latency_us=0.5,
         compute_capability=(9, 0),
         native_fp8=True,
+        sm_count=132,
+        bf16_tflops=989.0,
+        fp8_tflops=1979.0,
+        datasheet="https://www.nvidia.com/en-us/data-center/h200/",
         aliases=("h200-sxm", "nvidia-h200"),
     ),
     GpuProfile(
@@ -110,6 +139,10 @@ _PROFILES: Final = (
         link_latency_us=0.5,
         compute_capability=(9, 0),
         native_fp8=True,
+        sm_count=132,
+        bf16_tflops=989.0,
+        fp8_tflops=1979.0,
+        datasheet="https://www.nvidia.com/en-us/data-center/h100/",
         aliases=("h100-sxm", "h100-80g", "h100-80gb", "nvidia-h100-80gb-hbm3"),
     ),
     GpuProfile(
@@ -121,6 +154,9 @@ _PROFILES: Final = (
         link_latency_us=0.7,
         compute_capability=(8, 0),
         native_fp8=False,
+        sm_count=108,
+        bf16_tflops=312.0,
+        datasheet="https://www.nvidia.com/en-us/data-center/a100/",
         aliases=("a100", "a100-80gb", "a100-sxm", "a100-sxm4-80gb", "nvidia-a100-sxm4-80gb"),
     ),
     GpuProfile(
@@ -132,6 +168,10 @@ _PROFILES: Final = (
         link_latency_us=5.0,
         compute_capability=(8, 9),
         native_fp8=True,
+        sm_count=142,
+        bf16_tflops=362.0,
+        fp8_tflops=733.0,
+        datasheet="https://www.nvidia.com/en-us/data-center/l40s/",
         aliases=("nvidia-l40s",),
     ),
 )

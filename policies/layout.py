@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Layout:
-    """`tp` x `pp` GPUs per replica, `dp` data-parallel ranks, optional expert parallel.
+    """`tp` x `pp` GPUs per engine, `dp` data-parallel ranks, optional expert parallel, and
+    `dcp` decode-context-parallel ranks inside each TP group (they shard the KV cache by
+    token; they add no GPUs).
 
     For a MoE model the DP ranks are not independent replicas: vLLM shards the routed experts
     over all TP x DP ranks (split without `ep`, whole and spread with it), and only attention
@@ -18,9 +20,10 @@ class Layout:
     pp: int = 1
     dp: int = 1
     ep: bool = False
+    dcp: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "dp"):
+        for name in ("tp", "pp", "dp", "dcp"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"Layout.{name} must be a positive integer, got {value!r}")
@@ -44,4 +47,5 @@ class Layout:
         return 1 if self.ep else self.moe_group_size
 
     def __str__(self) -> str:
-        return f"TP{self.tp}xPP{self.pp}xDP{self.dp}" + ("+EP" if self.ep else "")
+        dcp = f"xDCP{self.dcp}" if self.dcp > 1 else ""
+        return f"TP{self.tp}xPP{self.pp}xDP{self.dp}{dcp}" + ("+EP" if self.ep else "")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from policies.inventory import Interconnect
+from policies.inventory import GpuProfile, Interconnect
 from policies.layout import Layout
 from policies.model_spec import ModelSpec
 from policies.module_groups import ModuleGroup
@@ -169,6 +169,44 @@ def expert_parallel_needs_experts(spec: ModelSpec, layout: Layout) -> Reason | N
     )
 
 
+def decode_context_parallel_divides_tp(spec: ModelSpec, layout: Layout) -> Reason | None:
+    """vllm/config/parallel.py: DCP reuses the TP ranks, so tp % dcp == 0."""
+    if layout.dcp == 1 or layout.tp % layout.dcp == 0:
+        return None
+    return Reason(
+        ReasonCode.DCP_INVALID,
+        f"tp_size={layout.tp} must be divisible by dcp_size={layout.dcp}.",
+    )
+
+
+def decode_context_parallel_fits_kv_heads(spec: ModelSpec, layout: Layout) -> Reason | None:
+    """vllm/config/model.py verify_with_parallel_config, for GQA/MQA (MLA is exempt): TP
+    must exceed the KV heads, DCP may use only the replicas of each KV head
+    (dcp <= tp // kv_heads), and the query heads per KV head must divide by DCP."""
+    att = spec.attention
+    if layout.dcp == 1 or att.mla is not None:
+        return None
+    kv, tp, dcp = att.num_kv_heads, layout.tp, layout.dcp
+    if tp <= kv:
+        text = (
+            "Decode context parallelism for GQA/MQA requires `--tensor-parallel-size` "
+            f"({tp}) to be greater than the model's total number of KV heads ({kv})."
+        )
+    elif dcp > tp // kv:
+        text = (
+            f"`--decode-context-parallel-size` ({dcp}) exceeds the maximum supported value "
+            f"({tp // kv}) for `--tensor-parallel-size` ({tp}) and {kv} model KV heads."
+        )
+    elif (att.num_heads // kv) % dcp != 0:
+        text = (
+            f"The model's number of query heads per KV head ({att.num_heads // kv}) must be "
+            f"divisible by `--decode-context-parallel-size` ({dcp}) for GQA/MQA."
+        )
+    else:
+        return None
+    return Reason(ReasonCode.DCP_INVALID, text)
+
+
 MODEL_RULES: tuple[ModelRule, ...] = (
     attention_heads_divide_by_tp,
     kv_heads_split_or_replicate,
@@ -176,7 +214,22 @@ MODEL_RULES: tuple[ModelRule, ...] = (
     pipeline_parallel_supported,
     pipeline_stages_have_layers,
     expert_parallel_needs_experts,
+    decode_context_parallel_divides_tp,
+    decode_context_parallel_fits_kv_heads,
 )
+
+
+def decode_context_parallel_backend(layout: Layout, gpu: GpuProfile) -> Reason | None:
+    """vllm/v1/worker/cp_utils.py check_attention_cp_compatibility: DCP merges partial
+    attention with the softmax log-sum-exp, which the device's attention backend must return
+    for decode (`GpuProfile.decode_lse_attention`)."""
+    if layout.dcp == 1 or gpu.decode_lse_attention:
+        return None
+    return Reason(
+        ReasonCode.DCP_BACKEND_UNSUPPORTED,
+        "Decode Context Parallelism (DCP) requires attention implementations to return the "
+        f"softmax LSE during decode, but the attention backends on {gpu.name} do not.",
+    )
 
 
 def tensor_parallel_within_node(

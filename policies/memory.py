@@ -1,42 +1,30 @@
-"""Memory on one GPU: weights, KV cache per token, runtime overhead, what is left for KV.
+"""Memory on one GPU: weights, KV cache per token, what is left for the KV cache.
 
 vLLM budgets `memory x gpu_memory_utilization` per GPU. From that it subtracts the weights,
-the peak activation memory of a profiling run and non-torch allocations (NCCL buffers, CUDA
-graphs); the rest becomes the KV cache. It logs the result as "GPU KV cache size: N tokens"
-and "Maximum concurrency for L tokens per request: C x", and refuses to start when one
-request of `max_model_len` tokens does not fit. With pipeline parallelism each stage holds
-only its layers, and the engine uses the smallest stage's token count.
-
-Overhead estimate (documented, deliberately simple; each term is a vLLM allocation):
-- runtime: 0.5 GiB for non-torch allocations (cuBLAS workspaces, allocator slack), plus
-  0.5 GiB of NCCL / custom all-reduce buffers when the layout has more than one rank;
-- CUDA graphs: 0.5 GiB on devices that capture them (vLLM's default capture sizes);
-- activations: the profiling run pushes `max_num_batched_tokens` tokens through one layer;
-  per token it keeps about 6 hidden-sized tensors, the q/k/v heads of this rank, and twice
-  the widest MLP intermediate of this rank (for routed experts: top-k copies of 2 x the
-  per-rank expert width, the fused-MoE intermediate cache), at the activation dtype;
-- sampler: logits and probabilities in fp32 for `max_num_seqs` sequences over the vocabulary.
-For the story's models this comes to 2.5-4 GiB per GPU. It is an estimate, deliberately on
-the generous side of the fixed terms; vLLM measures the real figure at start-up.
+the memory its profiling run leaves allocated or peaks at, and its CUDA-graph estimate; the
+rest becomes the KV cache (every term is in `policies.engine_memory`). It logs the result as
+"Available KV cache memory", "GPU KV cache size: N tokens" and "Maximum concurrency for L
+tokens per request: C x", and refuses to start when one request of `max_model_len` tokens does
+not fit. With pipeline parallelism each stage holds only its layers, and the engine uses the
+smallest stage's token count. Decode context parallel shards each TP group's KV cache by
+token over `dcp` ranks, so a GPU stores 1/dcp of the tokens.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from policies.engine_memory import EngineSettings, MemoryTerm, non_kv_breakdown
 from policies.inventory import GpuProfile
 from policies.layout import Layout
 from policies.model_spec import ModelSpec
 from policies.parameters import LayerBytes, ModelBytes
-from policies.units import GIB, ceil_div
+from policies.units import ceil_div
 
 KV_BLOCK_TOKENS = 16
 """vLLM allocates the KV cache in blocks of this many tokens (the default block size)."""
-
-_RUNTIME_BYTES = GIB // 2
-_COMM_BYTES = GIB // 2
-_CUDA_GRAPH_BYTES = GIB // 2
 
 # DeepSeek Sparse Attention: vLLM stores the indexer key as 128 fp8 values plus one fp32
 # scale per 128 (deepseek_v2.py Indexer: head_dim + head_dim // 128 * 4, uint8).
@@ -130,9 +118,11 @@ def kv_bytes_per_token_per_layer(spec: ModelSpec, tp: int, dtype: KvCacheDtype) 
 
 
 def kv_bytes_per_token_per_gpu(spec: ModelSpec, layout: Layout, dtype: KvCacheDtype) -> int:
-    """Per token, on the GPU of the stage with the most layers (sliding layers included)."""
+    """Per token, on the GPU of the stage with the most layers (sliding layers included),
+    shared over the layout's DCP ranks."""
     per_layer = kv_bytes_per_token_per_layer(spec, layout.tp, dtype)
-    return per_layer * max(len(r) for r in pipeline_stages(spec.num_layers, layout.pp))
+    stage = max(len(r) for r in pipeline_stages(spec.num_layers, layout.pp))
+    return ceil_div(per_layer * stage, layout.dcp)
 
 
 def request_kv_bytes(spec: ModelSpec, layers: range, per_layer: int, tokens: int) -> int:
@@ -160,37 +150,6 @@ def _request_bytes(per_layer: int, full: int, sliding: int, window: int | None, 
 
 
 @dataclass(frozen=True)
-class OverheadSettings:
-    """The engine settings the overhead estimate depends on (vLLM's defaults)."""
-
-    max_num_batched_tokens: int = 8192
-    max_num_seqs: int = 256
-
-
-def overhead_bytes(
-    spec: ModelSpec, layout: Layout, gpu: GpuProfile, settings: OverheadSettings
-) -> int:
-    """Activation, CUDA-graph and communication memory on one GPU (see module docstring)."""
-    tp = layout.tp
-    att = spec.attention
-    act = spec.dtype_bytes
-    widest = ceil_div(spec.dense_intermediate_size, tp) if spec.num_dense_layers else 0
-    moe = spec.moe
-    if moe is not None:
-        widest = max(widest, ceil_div(moe.shared_intermediate_size, tp))
-        per_rank = moe.expert_intermediate_size // layout.moe_split
-        widest = max(widest, moe.experts_per_token * 2 * per_rank)
-    heads = ceil_div(att.num_heads, tp)
-    qkv = heads * att.head_dim * 3
-    per_token = act * (6 * spec.hidden_size + qkv + 2 * widest)
-    activations = settings.max_num_batched_tokens * per_token
-    sampler = settings.max_num_seqs * spec.vocab_size * 4 * 2
-    runtime = _RUNTIME_BYTES + (_COMM_BYTES if layout.total_gpus > 1 else 0)
-    graphs = _CUDA_GRAPH_BYTES if gpu.cuda_graphs else 0
-    return runtime + graphs + activations + sampler
-
-
-@dataclass(frozen=True)
 class MemoryEstimate:
     """One layout on one GPU kind, for the stage that limits the KV cache."""
 
@@ -199,6 +158,10 @@ class MemoryEstimate:
     weights_bytes_per_gpu: int
     """Largest over the pipeline stages."""
     overhead_bytes: int
+    """Everything but weights and KV cache on the limiting stage's GPU."""
+    breakdown: Mapping[str, int]
+    """The limiting stage's GPU by `MemoryTerm`; with `kv_cache_bytes` it sums to the budget
+    whenever the weights fit."""
     kv_bytes_per_token_per_gpu: int
     kv_cache_bytes: int
     """What the limiting stage has left for KV (0 when weights and overhead exceed it)."""
@@ -230,34 +193,50 @@ def estimate_memory(
     gpu_memory_utilization: float,
     kv_cache_dtype: KvCacheDtype,
     max_model_len: int,
-    settings: OverheadSettings,
+    settings: EngineSettings,
 ) -> MemoryEstimate:
-    budget = int(gpu.memory_bytes * gpu_memory_utilization)
+    # vLLM's request_memory rounds the budget up.
+    budget = -(-gpu.memory_bytes * round(gpu_memory_utilization * 10**6) // 10**6)
     stages = pipeline_stages(spec.num_layers, layout.pp)
     weights = weights_per_gpu_by_stage(model, layout)
-    overhead = overhead_bytes(spec, layout, gpu, settings)
     per_layer = kv_bytes_per_token_per_layer(spec, layout.tp, kv_cache_dtype)
     tokens: list[int] = []
     concurrency: list[float] = []
     needs: list[int] = []
     fits: list[int] = []
     free_by_stage: list[int] = []
-    for layers, stage_weights in zip(stages, weights, strict=True):
-        free = max(0, budget - stage_weights - overhead)
+    breakdowns: list[Mapping[str, int]] = []
+    for index, (layers, stage_weights) in enumerate(zip(stages, weights, strict=True)):
+        terms = non_kv_breakdown(
+            spec,
+            layout,
+            gpu,
+            settings,
+            weights_bytes=stage_weights,
+            layers=layers,
+            last_stage=index == len(stages) - 1,
+        )
+        breakdowns.append(terms)
+        free = max(0, budget - sum(terms.values()))
         free_by_stage.append(free)
+        # DCP ranks each keep every dcp-th token of a request, so one block of a GPU's cache
+        # stands for block_size x dcp tokens (vllm/v1/core/kv_cache_utils.py
+        # resolve_dcp_kv_block_size).
         per_token = per_layer * len(layers)
         blocks = free // (per_token * KV_BLOCK_TOKENS) if per_token else 0
-        tokens.append(blocks * KV_BLOCK_TOKENS)
-        need = request_kv_bytes(spec, layers, per_layer, max_model_len)
+        tokens.append(blocks * KV_BLOCK_TOKENS * layout.dcp)
+        need = ceil_div(request_kv_bytes(spec, layers, per_layer, max_model_len), layout.dcp)
         needs.append(need)
         concurrency.append(free / need if need else 0.0)
-        fits.append(_longest_request(spec, layers, per_layer, free, max_model_len))
+        fits.append(_longest_request(spec, layers, per_layer, free * layout.dcp, max_model_len))
     limiting = min(range(len(stages)), key=lambda i: concurrency[i])
+    breakdown = breakdowns[limiting]
     return MemoryEstimate(
         budget_bytes=budget,
         weights_bytes_per_gpu=max(weights),
-        overhead_bytes=overhead,
-        kv_bytes_per_token_per_gpu=per_layer * max(len(r) for r in stages),
+        overhead_bytes=sum(breakdown.values()) - breakdown[MemoryTerm.WEIGHTS],
+        breakdown=breakdown,
+        kv_bytes_per_token_per_gpu=ceil_div(per_layer * max(len(r) for r in stages), layout.dcp),
         kv_cache_bytes=free_by_stage[limiting],
         kv_cache_tokens=min(tokens),
         max_model_len=max_model_len,

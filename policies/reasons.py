@@ -27,6 +27,18 @@ class ReasonCode(StrEnum):
     """More pipeline stages than decoder layers: some stage would be empty."""
     EP_NEEDS_EXPERTS = "ep_needs_experts"
     """Expert parallelism was asked for a model without routed experts."""
+    DCP_INVALID = "dcp_invalid"
+    """The decode-context-parallel size breaks one of vLLM's rules (tp % dcp, and for GQA the
+    KV-head replicas it shards over)."""
+    DCP_BACKEND_UNSUPPORTED = "dcp_backend_unsupported"
+    """The device's attention backend returns no log-sum-exp for decode, which DCP needs."""
+    NOT_DEPLOYABLE = "not_deployable"
+    """vLLM accepts the layout but Switchyard's deployer does not run it yet: data parallel
+    (one engine group over DP ranks; independent copies are `replicas`), or expert parallel
+    on the CPU engine."""
+    GPU_MEMORY_UTILIZATION_TOO_HIGH = "gpu_memory_utilization_too_high"
+    """`1 - gpu_memory_utilization` of the GPU cannot hold the CUDA context, so vLLM refuses
+    to start (free memory at start-up below the requested budget)."""
     NOT_ENOUGH_GPUS = "not_enough_gpus"
     """The free GPUs cannot host the layout's TP groups."""
     WEIGHTS_EXCEED_MEMORY = "weights_exceed_memory"

@@ -109,7 +109,7 @@ def build_fake_engine_app(
     bundles[0]["CPU"] = bundles[0].get("CPU", 0.0) + 1.0
     deployment = serve.deployment(
         name=app.deployment,
-        num_replicas=config.replicas * config.layout.dp,
+        num_replicas=config.replicas,
         ray_actor_options={"num_cpus": 1},
         placement_group_bundles=bundles,
         placement_group_strategy=placement.strategy,

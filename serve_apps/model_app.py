@@ -36,6 +36,8 @@ def engine_kwargs_for(config: ModelDeploymentConfig) -> dict[str, Any]:
         kwargs["max_model_len"] = engine.max_model_len
     if layout.ep:
         kwargs["enable_expert_parallel"] = True
+    if layout.dcp > 1:
+        kwargs["decode_context_parallel_size"] = layout.dcp
     if config.accelerator.kind == "gpu":
         kwargs["gpu_memory_utilization"] = engine.gpu_memory_utilization
     elif layout.gpus_per_replica > 1:
@@ -63,8 +65,9 @@ def engine_env_for(config: ModelDeploymentConfig) -> dict[str, str]:
 def llm_config_kwargs(config: ModelDeploymentConfig, model_path: Path) -> dict[str, Any]:
     """Arguments for `ray.serve.llm.LLMConfig` (pure; unit-tested without Ray)."""
     placement = placement_for(config.layout, config.accelerator)
-    # Without expert parallel, DP ranks are independent engines: one Serve replica each.
-    num_replicas = config.replicas * config.layout.dp
+    # `replicas` are independent engines, one Serve replica each (layout.dp, vLLM data
+    # parallel, is refused by the config until the deployer runs DP engine groups).
+    num_replicas = config.replicas
     return {
         "model_loading_config": {"model_id": config.name, "model_source": str(model_path)},
         "engine_kwargs": engine_kwargs_for(config),

@@ -12,6 +12,7 @@ from domain.validation_message import dotted, validation_line
 
 if TYPE_CHECKING:
     from domain.deployment_config import ModelDeploymentConfig
+    from domain.fleet_file import FleetModelEntry
     from domain.operation_request import SwapRequest
 
 T = TypeVar("T")
@@ -21,10 +22,31 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags shared by `add` and `swap`: what the new model is and how it is laid out."""
     parser.add_argument("--name", required=True, help="served model name")
     parser.add_argument("--alias", action="append", dest="aliases", default=[], metavar="ALIAS")
-    parser.add_argument("--tp", type=int, default=1, help="tensor parallel size")
-    parser.add_argument("--pp", type=int, default=1, help="pipeline parallel size")
-    parser.add_argument("--dp", type=int, default=1, help="data parallel size")
+    parser.add_argument("--tp", type=int, default=None, help="tensor parallel size (default 1)")
+    parser.add_argument("--pp", type=int, default=None, help="pipeline parallel size (default 1)")
+    parser.add_argument(
+        "--dp",
+        type=int,
+        default=None,
+        help="vLLM data parallel size (default 1; not deployed yet: use replicas for copies)",
+    )
     parser.add_argument("--ep", action="store_true", help="expert parallel")
+    parser.add_argument(
+        "--dcp", type=int, default=None, help="decode context parallel size (default 1)"
+    )
+    parser.add_argument(
+        "--layout",
+        choices=("auto",),
+        default=None,
+        help="auto: deploy admission's recommended layout for --objective (instead of "
+        "--tp/--pp/--dp/--ep/--dcp)",
+    )
+    parser.add_argument(
+        "--objective",
+        choices=("latency", "throughput"),
+        default=None,
+        help="what --layout auto optimises (default throughput)",
+    )
     parser.add_argument("--max-model-len", type=int, default=None)
     parser.add_argument(
         "--engine-arg",
@@ -77,6 +99,7 @@ def model_config(args: argparse.Namespace) -> ModelDeploymentConfig:
     from domain.deployment_config import ModelDeploymentConfig
     from domain.model_source import parse_model_source
 
+    _check_layout_flags(args)
     engine = engine_settings(getattr(args, "engine_args", []))
     if args.max_model_len is not None:
         if "max_model_len" in engine:
@@ -90,7 +113,13 @@ def model_config(args: argparse.Namespace) -> ModelDeploymentConfig:
                 "name": args.name,
                 "source": args.source,
                 "aliases": list(args.aliases),
-                "layout": {"tp": args.tp, "pp": args.pp, "dp": args.dp, "ep": args.ep},
+                "layout": {
+                    "tp": 1 if args.tp is None else args.tp,
+                    "pp": 1 if args.pp is None else args.pp,
+                    "dp": 1 if args.dp is None else args.dp,
+                    "ep": args.ep,
+                    "dcp": 1 if args.dcp is None else args.dcp,
+                },
                 "engine": engine,
             }
         )
@@ -101,6 +130,35 @@ def model_config(args: argparse.Namespace) -> ModelDeploymentConfig:
 
     check_engine_config(config.engine, "--engine-arg")
     return config
+
+
+def _check_layout_flags(args: argparse.Namespace) -> None:
+    auto = getattr(args, "layout", None) == "auto"
+    if auto:
+        given = [
+            f"--{flag}"
+            for flag in ("tp", "pp", "dp", "dcp")
+            if getattr(args, flag, None) is not None
+        ] + (["--ep"] if getattr(args, "ep", False) else [])
+        if given:
+            raise UserInputError(
+                f"--layout auto: admission chooses the layout; drop {', '.join(given)}"
+            )
+    elif getattr(args, "objective", None) is not None:
+        raise UserInputError("--objective: only meaningful with --layout auto")
+
+
+def fleet_entry(args: argparse.Namespace, config: ModelDeploymentConfig) -> FleetModelEntry | None:
+    """The fleet entry of a `--layout auto` request (admission resolves it at deploy, for
+    `--objective`); None for an explicit layout (the manager makes the entry itself)."""
+    from domain.fleet_file import FleetModelEntry
+
+    if getattr(args, "layout", None) != "auto":
+        return None
+    written = FleetModelEntry.of_config(config).written()
+    written["layout"] = "auto"
+    written["objective"] = args.objective or "throughput"
+    return FleetModelEntry.model_validate(written)
 
 
 def engine_settings(items: list[str]) -> dict[str, Any]:
@@ -160,7 +218,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.strategy != "auto":
             raise UserInputError("--strategy: only meaningful with --replace OLD (a swap)")
-        request = AddRequest(config=config, dry_run=args.dry_run)
+        request = AddRequest(config=config, dry_run=args.dry_run, entry=fleet_entry(args, config))
     address = resolve_address(args.address, args.state_dir)
     return run_operation(address, request, as_json=args.json)
 
@@ -178,6 +236,7 @@ def swap_request(args: argparse.Namespace, old: str, config: ModelDeploymentConf
             strategy=args.strategy,
             prefetch_weights=args.prefetch_weights,
             deploy_early=args.deploy_early,
+            entry=fleet_entry(args, config),
         )
     )
 

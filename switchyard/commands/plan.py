@@ -33,7 +33,8 @@ def register(subparsers: Any) -> None:
         help="predict whether a model fits, in which layout, and why not",
         description=(
             "Decide from config.json and the cluster shape alone which vLLM layouts "
-            "(TP, PP, DP, EP) accept the model, what each needs per GPU, and which to use. "
+            "(TP, PP, DP, EP, DCP) accept the model, what each needs per GPU, how fast each "
+            "decodes (one stream, and at load), and which to use. "
             "Exit 0 when admitted, 1 when rejected, 2 for bad input."
         ),
     )
@@ -77,13 +78,46 @@ def register(subparsers: Any) -> None:
         metavar="L",
         help="default: the model's full context",
     )
+    parser.add_argument(
+        "--max-num-batched-tokens",
+        type=int,
+        default=None,
+        metavar="T",
+        help="the engine's token budget per step (default: vLLM's for the GPU)",
+    )
+    parser.add_argument(
+        "--max-num-seqs",
+        type=int,
+        default=None,
+        metavar="S",
+        help="the engine's sequences per step (default: vLLM's for the GPU)",
+    )
+    parser.add_argument(
+        "--enforce-eager",
+        action="store_true",
+        help="the engine captures no CUDA graphs (no graph memory)",
+    )
+    parser.add_argument(
+        "--dcp",
+        type=int,
+        default=None,
+        metavar="N",
+        help="judge only layouts with this decode context parallel size (default: all)",
+    )
+    parser.add_argument(
+        "--objective",
+        choices=("latency", "throughput"),
+        default="throughput",
+        help="what the recommendation optimises: latency (single-stream decode) or "
+        "throughput (sustained decode at load, on the fewest GPUs); default throughput",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from cluster.weight_disk_report import verdict_json
-    from policies.admission import AdmissionRequest, admit
+    from policies.admission import AdmissionRequest, Objective, admit
     from policies.errors import PolicyInputError, UnknownGpu
     from policies.memory import KvCacheDtype
     from policies.units import GIB
@@ -99,6 +133,11 @@ def run(args: argparse.Namespace) -> int:
             weights_override_bytes=(
                 None if args.weights_gib is None else int(args.weights_gib * GIB)
             ),
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            max_num_seqs=args.max_num_seqs,
+            enforce_eager=args.enforce_eager,
+            dcp=args.dcp,
+            objective=Objective(args.objective),
         )
         decision = admit(spec, weights, inventory, request)
     except UnknownGpu as exc:
@@ -164,6 +203,10 @@ def _check_numbers(args: argparse.Namespace) -> None:
         )
     if args.max_model_len is not None and args.max_model_len < 1:
         raise UserInputError(f"--max-model-len must be >= 1, got {args.max_model_len}")
+    for flag in ("max_num_batched_tokens", "max_num_seqs", "dcp"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise UserInputError(f"--{flag.replace('_', '-')} must be >= 1, got {value}")
 
 
 def _inventory(args: argparse.Namespace) -> ClusterInventory:
@@ -285,7 +328,8 @@ def _print_table(
     table.add_column("layout", no_wrap=True)
     for column in ("valid", "fits", "GiB/GPU", "KV B/tok/GPU", "KV tokens", "max conc"):
         table.add_column(column, justify="right", no_wrap=True)
-    table.add_column("tok/s ceiling", justify="right", no_wrap=True)
+    table.add_column("tok/s 1 stream", justify="right", no_wrap=True)
+    table.add_column("tok/s at load", justify="right", no_wrap=True)
     table.add_column("reasons")
     first_message: dict[str, str] = {}
     for c in decision.candidates:
@@ -295,12 +339,13 @@ def _print_table(
         table.add_row(
             f"{mark}{c.layout}",
             "yes" if c.valid else "[red]no[/]",
-            "yes" if c.fits else "[red]no[/]",
+            ("yes" if c.deployable else "[yellow]yes*[/]") if c.fits else "[red]no[/]",
             f"{gib(c.weights_bytes_per_gpu):.1f}",
             f"{c.kv_bytes_per_token_per_gpu:,}",
             f"{c.kv_cache_tokens:,}",
             f"{c.max_concurrency:.2f}",
             f"{c.decode_tok_s_ceiling:.0f}",
+            f"{c.throughput_tok_s_ceiling:,.0f} @{c.saturation_concurrency}",
             ", ".join(r.code for r in c.reasons),
         )
     console.print(table)
@@ -311,15 +356,34 @@ def _print_table(
     if decision.recommended is not None:
         best = decision.recommended
         console.print(
-            f"[bold green]ADMITTED[/]: recommended {best.layout} on {best.gpu} "
+            f"[bold green]ADMITTED[/]: recommended for {decision.objective.value} "
+            f"{best.layout} on {best.gpu} "
             f"({best.layout.total_gpus} GPU{'s' if best.layout.total_gpus > 1 else ''}, "
-            f"~{best.decode_tok_s_ceiling:.0f} tok/s "
-            f"single-stream ceiling, {best.max_concurrency:.2f} full-length requests at once)"
+            f"~{best.decode_tok_s_ceiling:.0f} tok/s single-stream ceiling, "
+            f"~{best.throughput_tok_s_ceiling:,.0f} tok/s at {best.saturation_concurrency} "
+            f"sequences, {best.max_concurrency:.2f} full-length requests at once)"
         )
+        for objective, other in decision.recommended_by_objective.items():
+            if other is not None and other is not best:
+                console.print(f"  for {objective.value}: {other.layout}")
+        _print_breakdown(console, best, args.gpu_memory_utilization)
     else:
         console.print("[bold red]REJECTED[/]")
         for reason in decision.reasons:
             console.print(f"  - {reason}", soft_wrap=True)
+
+
+def _print_breakdown(console: Any, best: Any, utilization: float) -> None:
+    """The recommended layout's GPU, term by term (the stage that limits the KV cache)."""
+    from policies.units import gib
+
+    terms = [f"{name} {gib(size):.2f}" for name, size in best.memory_breakdown.items()]
+    total = sum(best.memory_breakdown.values()) + best.kv_cache_bytes
+    console.print(
+        f"  per GPU (GiB): {', '.join(terms)}, kv_cache {gib(best.kv_cache_bytes):.2f} "
+        f"= {gib(total):.2f} (memory x {utilization})",
+        soft_wrap=True,
+    )
 
 
 def _size(n_bytes: int) -> str:

@@ -14,6 +14,7 @@ from domain.deployment_config import (
     LayoutConfig,
     ModelDeploymentConfig,
 )
+from policies.admission import Objective
 from policies.inventory import ClusterInventory, GpuProfile, NodeInventory
 from policies.layout import Layout
 from policies.memory import KvCacheDtype
@@ -33,13 +34,14 @@ def _config(
     pp: int = 1,
     dp: int = 1,
     ep: bool = False,
+    dcp: int = 1,
     accelerator: AcceleratorConfig = CPU,
     engine: EngineConfig | None = None,
 ) -> ModelDeploymentConfig:
     return ModelDeploymentConfig(
         name="mini",
         source="miniature:minimax-m2.5",
-        layout=LayoutConfig(tp=tp, pp=pp, dp=dp, ep=ep),
+        layout=LayoutConfig(tp=tp, pp=pp, dp=dp, ep=ep, dcp=dcp),
         accelerator=accelerator,
         engine=engine or EngineConfig(),
     )
@@ -75,8 +77,12 @@ class TestAdmissionRequest:
         # Weights are staged in the head's cache volume, which every node names "cache".
         assert request.weights_cached_on == frozenset({"cache"})
 
-    def test_data_parallel_layout(self) -> None:
-        assert admission_request(_config(tp=2, dp=3)).layout == Layout(tp=2, pp=1, dp=3)
+    def test_decode_context_parallel_layout(self) -> None:
+        assert admission_request(_config(tp=4, dcp=2)).layout == Layout(tp=4, dcp=2)
+
+    def test_the_objective_reaches_the_policy(self) -> None:
+        request = admission_request(_config(), any_layout=True, objective="latency")
+        assert request.objective is Objective.LATENCY and request.layout is None
 
     def test_full_context_when_max_model_len_unset(self) -> None:
         assert admission_request(_config()).max_model_len is None

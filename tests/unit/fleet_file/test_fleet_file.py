@@ -79,8 +79,8 @@ def test_a_deployment_carries_only_the_engine_fields_the_file_set() -> None:
             "model 'a' (models[0]): layout.tp: 0 is not allowed",
         ),
         (
-            "models: [{name: a, source: 'miniature:llama', layout: {dcp: 2}}]",
-            "layout.dcp: 2 is not allowed (decode context parallel is not supported yet",
+            "models: [{name: a, source: 'miniature:llama', layout: {tp: 2, dcp: 4}}]",
+            "dcp=4: decode context parallel shards within the TP group",
         ),
         (
             "models: [{name: a, source: 'miniature:llama'}, {name: a, source: 'miniature:llama'}]",

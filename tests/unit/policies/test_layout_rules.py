@@ -165,4 +165,4 @@ def test_check_model_rules_collects_every_failing_rule(minimax: ModelSpec) -> No
     reasons = check_model_rules(minimax, Layout(tp=5, pp=64))
     codes = {r.code for r in reasons}
     assert {ReasonCode.HEADS_NOT_DIVISIBLE, ReasonCode.PP_EXCEEDS_LAYERS} <= codes
-    assert len(MODEL_RULES) == 6
+    assert len(MODEL_RULES) == 8

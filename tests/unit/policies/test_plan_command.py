@@ -103,7 +103,8 @@ def test_human_output_marks_the_recommended_layout(capsys: pytest.CaptureFixture
         "0.93",
     )
     assert code == 0
-    assert "ADMITTED: recommended TP" in out
+    assert "ADMITTED: recommended for throughput TP" in out
+    assert "per GPU (GiB): weights" in out
     assert "*TP" in out
 
 

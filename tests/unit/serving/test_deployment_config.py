@@ -86,11 +86,17 @@ def test_a_bad_alias_is_refused_naming_aliases() -> None:
     assert "aliases='not ok' is not allowed" in str(error)
 
 
-def test_expert_parallel_with_data_parallel_is_refused() -> None:
-    error = _refusal(layout={"tp": 2, "dp": 2, "ep": True})
-    message = str(error)
-    assert "layout=TP2xPP1xDP2+EP" in message
-    assert "data parallel with expert parallel is not supported" in message
+def test_vllm_data_parallel_is_refused_pointing_at_replicas() -> None:
+    # Changed on purpose (planner issue): dp is vLLM data parallel inside one engine group,
+    # which the deployer does not run yet; independent copies are `replicas`.
+    for layout in ({"tp": 2, "dp": 2, "ep": True}, {"dp": 3}):
+        message = str(_refusal(layout=layout))
+        assert "vLLM data parallel" in message and "set replicas=" in message
+
+
+def test_decode_context_parallel_must_divide_tp() -> None:
+    assert "must divide tp=2" in str(_refusal(layout={"tp": 2, "dcp": 4}))
+    assert str(_config(layout={"tp": 8, "dcp": 8}).layout) == "TP8xPP1xDP1xDCP8"
 
 
 def test_expert_parallel_with_one_data_parallel_rank_is_allowed() -> None:

@@ -112,11 +112,18 @@ def test_llm_config_names_the_model_and_its_local_path() -> None:
     assert kwargs["model_loading_config"] == {"model_id": "kimi", "model_source": "/cache/kimi"}
 
 
-def test_data_parallel_multiplies_replicas() -> None:
-    kwargs = llm_config_kwargs(_config(replicas=2, layout={"dp": 3}), Path("/m"))
-    assert kwargs["deployment_config"]["num_replicas"] == 6
-    # Each DP rank is its own engine: no data_parallel_size reaches vLLM.
+def test_replicas_are_independent_engines() -> None:
+    # Changed on purpose (planner issue): dp no longer multiplies replicas; it is vLLM data
+    # parallel, which the config refuses until the deployer runs DP engine groups.
+    kwargs = llm_config_kwargs(_config(replicas=3), Path("/m"))
+    assert kwargs["deployment_config"]["num_replicas"] == 3
     assert "data_parallel_size" not in kwargs["engine_kwargs"]
+
+
+def test_decode_context_parallel_reaches_vllm() -> None:
+    kwargs = llm_config_kwargs(_config(layout={"tp": 4, "dcp": 4}), Path("/m"))
+    assert kwargs["engine_kwargs"]["decode_context_parallel_size"] == 4
+    assert "decode_context_parallel_size" not in engine_kwargs_for(_config())
 
 
 def test_stream_batching_is_off_so_chunks_are_not_delayed() -> None:

@@ -1,0 +1,257 @@
+"""What a vLLM engine allocates on one GPU besides weights and KV cache, term by term.
+
+vLLM's GPU worker (vllm/v1/worker/gpu_worker.py `determine_available_memory`, with
+vllm/utils/mem_utils.py `memory_profiling`) gives the KV cache
+
+    requested (= total x gpu_memory_utilization)
+      - non_kv  (= weights + everything allocated since the init snapshot that stays,
+                   + the transient peak of the profiling run above what stays)
+      - CUDA-graph estimate (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, on by default)
+
+The init snapshot is taken after the CUDA context and the distributed init
+(`init_device`), so the context lives in the `1 - gpu_memory_utilization` headroom: vLLM
+refuses to start when the free memory at that point is below the request (`request_memory`
+in vllm/v1/worker/utils.py). Each function below is one term of `non_kv` or that check, for
+one GPU of one pipeline stage, with the vLLM code it mirrors. Sizes are element counts times
+the activation dtype (bf16 for every checkpoint the policy knows).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from types import MappingProxyType
+
+from policies.inventory import GpuProfile, Interconnect
+from policies.layout import Layout
+from policies.model_spec import ModelSpec
+from policies.units import GIB, MIB, ceil_div
+
+
+class MemoryTerm(StrEnum):
+    """The keys of a candidate's `memory_breakdown` (bytes per GPU, limiting stage)."""
+
+    WEIGHTS = "weights"
+    """The stage's weights as loaded ("Model loading took X GiB")."""
+    MOE_WORKSPACE = "moe_workspace"
+    """The fused-MoE workspace, kept at its high-water mark after profiling."""
+    ACTIVATION_PEAK = "activation_peak"
+    """The profiling run's transient peak: the forward pass or the sampler, whichever is larger."""
+    CUDA_GRAPHS = "cuda_graphs"
+    """vLLM's estimate of the CUDA-graph pool, subtracted before the KV cache."""
+    COMMUNICATION = "communication"
+    """NCCL and custom all-reduce buffers allocated after the init snapshot."""
+    RUNTIME = "runtime"
+    """Other non-torch memory after the snapshot (cuBLAS workspaces, kernel modules) and the
+    sampler's persistent top-k/top-p buffer."""
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The engine settings the non-KV memory depends on."""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    enforce_eager: bool = False
+
+
+_FP32 = 4
+
+# Non-torch memory after the snapshot that does not depend on the model: cuBLAS/cuBLASLt
+# workspaces and the CUDA modules of the Triton/FlashInfer kernels the profiling run loads.
+_RUNTIME_BYTES = 256 * MIB
+# vLLM's CPU worker has no profiler; the old flat allowance stands in for its allocator slack.
+_HOST_RUNTIME_BYTES = GIB // 2
+# One NCCL communicator's lazily allocated channel buffers (NCCL_BUFFSIZE 4 MiB per channel
+# and peer for the Simple protocol, plus LL/LL128): NVLink rings use many channels, PCIe few.
+_NCCL_GROUP_BYTES = {Interconnect.NVLINK: 256 * MIB, Interconnect.PCIE: 128 * MIB}
+# Custom all-reduce (vllm/distributed/device_communicators/custom_all_reduce.py): an 8 MiB
+# IPC buffer plus its metadata per rank, and the CUDA-graph inputs it registers.
+_CUSTOM_ALL_REDUCE_BYTES = 64 * MIB
+# CUDA-graph memory per captured size and per decoder layer. vLLM measures the second capture
+# of each mode and multiplies (profile_cudagraph_memory); published estimates put one captured
+# size at ~24 MiB for 64-layer dense models (0.17 GiB for 7 PIECEWISE sizes, 0.36 GiB for 16)
+# and ~50 MiB for 62-layer MoE models (MiniMax-M2.x: 5 GiB for 2 x 51 sizes), a MoE layer
+# launching about twice the kernels of a dense one. Sources in benchmarks/calibrate_planner.py.
+_GRAPH_BYTES_PER_DENSE_LAYER = 400 * 1024
+_GRAPH_BYTES_PER_MOE_LAYER = 800 * 1024
+# The CUDA context and the allocator's first segment, outside the budget (seen by the driver
+# before vLLM's snapshot); 500-600 MiB on Hopper and Blackwell with lazy module loading.
+CUDA_CONTEXT_BYTES = 600 * MIB
+
+
+def moe_workspace_bytes(spec: ModelSpec, layout: Layout, gpu: GpuProfile, tokens: int) -> int:
+    """TritonExperts.workspace_shapes (fused_moe/experts/triton_moe.py) at M = `tokens`:
+    workspace13 = M x top-k x max(I, K) (it also holds the M x K output) and
+    workspace2 = M x top-k x max(2I, K), I the per-rank expert width and K the hidden size
+    (Marlin's INT4 kernel asks the same); `_allocate_buffers` (modular_kernel.py) takes them
+    from the workspace manager, which keeps the high-water mark. With expert and data
+    parallel the tokens of all DP ranks meet on each rank. vLLM's CPU kernels keep only the
+    M x K output."""
+    moe = spec.moe
+    if moe is None:
+        return 0
+    act = spec.dtype_bytes
+    hidden = spec.hidden_size
+    if gpu.interconnect is Interconnect.HOST_MEMORY:
+        return tokens * hidden * act
+    m = tokens * (layout.dp if layout.ep else 1)
+    width = moe.expert_intermediate_size // layout.moe_split
+    k = moe.experts_per_token
+    return act * m * k * (max(width, hidden) + max(2 * width, hidden))
+
+
+def forward_transient_bytes(spec: ModelSpec, layout: Layout, tokens: int) -> int:
+    """The live activations of one decoder layer for `tokens` tokens (`_dummy_run`): the
+    hidden state and residual with their norm and quantized copies (about 4 hidden-sized
+    tensors), this rank's q/k/v (attention itself is skipped while profiling: no KV cache
+    yet), the widest dense or shared-expert MLP of this rank (gate_up output 2I plus the
+    activation's I), and the router logits in fp32."""
+    tp = layout.tp
+    att = spec.attention
+    act = spec.dtype_bytes
+    heads = ceil_div(att.num_heads, tp)
+    if att.mla is not None:
+        qkv = heads * att.head_dim + att.mla.latent_dim
+    else:
+        qkv = (heads + 2 * max(1, ceil_div(att.num_kv_heads, tp))) * att.head_dim
+    mlp = ceil_div(spec.dense_intermediate_size, tp) if spec.num_dense_layers else 0
+    router = 0
+    if spec.moe is not None:
+        mlp = max(mlp, ceil_div(spec.moe.shared_intermediate_size, tp))
+        router = spec.moe.num_experts * _FP32
+    per_token = act * (4 * spec.hidden_size + qkv + 3 * mlp) + router
+    return tokens * per_token
+
+
+def sampler_peak_bytes(spec: ModelSpec, settings: EngineSettings) -> int:
+    """`_dummy_sampler_run` on the last stage: min(max_num_seqs, tokens) rows of logits
+    over the whole vocabulary (gathered over TP, bf16), then in `Sampler.forward` their fp32
+    copy, the fp32 softmax probabilities and the exponential noise of `random_sample`
+    (vllm/v1/sample/sampler.py, ops/topk_topp_sampler.py; top-k/top-p works in place); the
+    dummy run's hidden states for all tokens are still alive."""
+    rows = min(settings.max_num_seqs, settings.max_num_batched_tokens)
+    logits = rows * spec.vocab_size * (spec.dtype_bytes + 3 * _FP32)
+    return logits + settings.max_num_batched_tokens * spec.hidden_size * spec.dtype_bytes
+
+
+def activation_peak_bytes(
+    spec: ModelSpec, layout: Layout, settings: EngineSettings, *, last_stage: bool
+) -> int:
+    """The transient peak of `profile_run`: the forward pass and the sampler run one after
+    the other, so the larger of the two (`memory_profiling`: torch peak minus what stays)."""
+    forward = forward_transient_bytes(spec, layout, settings.max_num_batched_tokens)
+    sampler = sampler_peak_bytes(spec, settings) if last_stage else 0
+    return max(forward, sampler)
+
+
+def capture_sizes(settings: EngineSettings, gpu: GpuProfile) -> tuple[int, ...]:
+    """vLLM's default CUDA-graph capture sizes (vllm/config/vllm.py): up to
+    min(2 x max_num_seqs, 512; 1024 on SM10x), as [1, 2, 4], then every 8 below 256, then
+    every 16, never above max_num_batched_tokens."""
+    family_100 = gpu.compute_capability is not None and gpu.compute_capability[0] == 10
+    largest = min(2 * settings.max_num_seqs, 1024 if family_100 else 512)
+    largest = min(largest, settings.max_num_batched_tokens)
+    sizes = [s for s in (1, 2, 4) if s <= largest]
+    sizes += range(8, min(largest + 1, 256), 8)
+    sizes += range(256, largest + 1, 16)
+    if largest not in sizes:
+        sizes.append(largest)
+    return tuple(sizes)
+
+
+def cuda_graph_bytes(
+    spec: ModelSpec,
+    layout: Layout,
+    gpu: GpuProfile,
+    settings: EngineSettings,
+    layers: range,
+) -> int:
+    """`profile_cudagraph_memory` (gpu_model_runner.py) for FULL_AND_PIECEWISE, vLLM's
+    default: per mode the first capture (the largest size's activations) plus the others
+    at the per-graph cost; FULL graphs cover the uniform-decode sizes up to max_num_seqs,
+    PIECEWISE all of them; the two modes share one pool, so only one first capture counts.
+    Nothing on a device that captures no graphs or with enforce_eager."""
+    if not gpu.cuda_graphs or settings.enforce_eager:
+        return 0
+    sizes = capture_sizes(settings, gpu)
+    full = sum(1 for s in sizes if s <= settings.max_num_seqs)
+    moe_layers = _moe_layers_in(spec, layers)
+    per_graph = (
+        moe_layers * _GRAPH_BYTES_PER_MOE_LAYER
+        + (len(layers) - moe_layers) * _GRAPH_BYTES_PER_DENSE_LAYER
+    )
+    first = forward_transient_bytes(spec, layout, max(sizes))
+    return first + (len(sizes) + full - 1) * per_graph
+
+
+def _moe_layers_in(spec: ModelSpec, layers: range) -> int:
+    if spec.moe is None:
+        return 0
+    # MoE models put their dense layers first (first_k_dense_replace).
+    first_moe = spec.num_layers - spec.moe.num_moe_layers
+    return sum(1 for i in layers if i >= first_moe)
+
+
+def communication_bytes(layout: Layout, gpu: GpuProfile) -> int:
+    """Buffers of the communicators a forward pass uses, allocated on first use: the TP
+    group's NCCL channels, custom all-reduce where vLLM enables it (NVLink up to 8 ranks;
+    on PCIe only for 2), the MoE all-to-all group's when data parallel joins it, and
+    pipeline send/receive."""
+    nccl = _NCCL_GROUP_BYTES.get(gpu.interconnect)
+    if nccl is None:
+        return 0
+    total = 0
+    if layout.tp > 1:
+        total += nccl
+        if layout.tp <= 8 and (gpu.interconnect is Interconnect.NVLINK or layout.tp == 2):
+            total += _CUSTOM_ALL_REDUCE_BYTES
+    if layout.dp > 1 and layout.ep:
+        total += nccl
+    if layout.pp > 1:
+        total += nccl
+    return total
+
+
+def runtime_bytes(spec: ModelSpec, gpu: GpuProfile, *, last_stage: bool) -> int:
+    """Non-torch memory after the snapshot, plus the Triton top-k/top-p buffer the sampler
+    keeps (one fp32 vocabulary row per SM, topk_topp_triton.py `_TRITON_BUFFER_CACHE`)."""
+    if gpu.interconnect is Interconnect.HOST_MEMORY:
+        return _HOST_RUNTIME_BYTES
+    buffer = gpu.sm_count * spec.vocab_size * _FP32 if last_stage else 0
+    return _RUNTIME_BYTES + buffer
+
+
+def cuda_context_bytes(gpu: GpuProfile) -> int:
+    """The CUDA context, outside `gpu_memory_utilization` (see the module docstring)."""
+    return 0 if gpu.interconnect is Interconnect.HOST_MEMORY else CUDA_CONTEXT_BYTES
+
+
+def non_kv_breakdown(
+    spec: ModelSpec,
+    layout: Layout,
+    gpu: GpuProfile,
+    settings: EngineSettings,
+    *,
+    weights_bytes: int,
+    layers: range,
+    last_stage: bool,
+) -> Mapping[str, int]:
+    """Every term of one stage's GPU but the KV cache, keyed by `MemoryTerm`."""
+    has_moe = _moe_layers_in(spec, layers) > 0
+    terms = {
+        MemoryTerm.WEIGHTS: weights_bytes,
+        MemoryTerm.MOE_WORKSPACE: (
+            moe_workspace_bytes(spec, layout, gpu, settings.max_num_batched_tokens)
+            if has_moe
+            else 0
+        ),
+        MemoryTerm.ACTIVATION_PEAK: activation_peak_bytes(
+            spec, layout, settings, last_stage=last_stage
+        ),
+        MemoryTerm.CUDA_GRAPHS: cuda_graph_bytes(spec, layout, gpu, settings, layers),
+        MemoryTerm.COMMUNICATION: communication_bytes(layout, gpu),
+        MemoryTerm.RUNTIME: runtime_bytes(spec, gpu, last_stage=last_stage),
+    }
+    return MappingProxyType({str(k): v for k, v in terms.items()})
