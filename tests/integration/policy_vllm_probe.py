@@ -2,12 +2,15 @@
 
 One mode, printing one line that starts with REPORT_PREFIX followed by JSON:
 
-- `validators CASES_JSON`: for each (model dir, tp, pp, dp, ep) case, run vLLM's config-level
-  validators that need no GPU: `ModelConfig.verify_with_parallel_config` (heads % TP, expert
-  parallel needs experts, pipeline support), `ModelConfig.get_num_kv_heads` (KV heads per
+- `validators CASES_JSON`: for each (model dir, tp, pp, dp, ep, dcp) case, run vLLM's
+  config-level validators that need no GPU: `ParallelConfig` (tp % dcp),
+  `ModelConfig.verify_with_parallel_config` (heads % TP, expert parallel needs experts,
+  pipeline support, DCP's KV-head rules), `ModelConfig.get_num_kv_heads` (KV heads per
   rank), the fused-MoE split (`FusedMoEParallelConfig.make` / `flatten_tp_across_dp_and_pcp`)
   and `validate_fp8_block_shape_moe` on the resulting per-rank expert size, inside a
   one-process gloo group.
+- `dcp-engine MODEL_DIR`: start a real CPU engine at TP2 with decode context parallel 2 and
+  report whether it started and, if not, the error vLLM raised.
 """
 
 from __future__ import annotations
@@ -52,12 +55,19 @@ def validators_report(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if model_dir not in models:
             models[model_dir] = ModelConfig(model=model_dir, skip_tokenizer_init=True)
         model = models[model_dir]
-        parallel = ParallelConfig(
-            tensor_parallel_size=case["tp"],
-            pipeline_parallel_size=case["pp"],
-            enable_expert_parallel=case["ep"],
-        )
         result: dict[str, Any] = dict(case)
+        try:
+            parallel = ParallelConfig(
+                tensor_parallel_size=case["tp"],
+                pipeline_parallel_size=case["pp"],
+                enable_expert_parallel=case["ep"],
+                decode_context_parallel_size=case.get("dcp", 1),
+            )
+            result["parallel_error"] = None
+        except ValueError as exc:
+            result["parallel_error"] = str(exc)
+            results.append(result)
+            continue
         try:
             model.verify_with_parallel_config(parallel)
             result["verify_error"] = None
@@ -98,14 +108,44 @@ def validators_report(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return results
 
 
+def dcp_engine_report(model_dir: str) -> dict[str, Any]:
+    from vllm import LLM
+
+    try:
+        LLM(
+            model=model_dir,
+            tensor_parallel_size=2,
+            decode_context_parallel_size=2,
+            distributed_executor_backend="mp",
+            enforce_eager=True,
+            max_model_len=256,
+            max_num_seqs=4,
+            max_num_batched_tokens=256,
+        )
+    except Exception as exc:  # the refusal is the subject: report whatever vLLM raised
+        chain = []
+        current: BaseException | None = exc
+        while current is not None:
+            chain.append(f"{type(current).__name__}: {current}")
+            current = current.__cause__ or current.__context__
+        return {"started": False, "error": " <- ".join(chain)}
+    return {"started": True, "error": None}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="mode", required=True)
     validators = sub.add_parser("validators")
     validators.add_argument("cases_json")
+    engine = sub.add_parser("dcp-engine")
+    engine.add_argument("model_dir")
     args = parser.parse_args()
-    with open(args.cases_json, encoding="utf-8") as handle:
-        report = validators_report(json.load(handle))
+    report: Any
+    if args.mode == "validators":
+        with open(args.cases_json, encoding="utf-8") as handle:
+            report = validators_report(json.load(handle))
+    else:
+        report = dcp_engine_report(args.model_dir)
     print(REPORT_PREFIX + json.dumps(report), flush=True)
     return 0
 
