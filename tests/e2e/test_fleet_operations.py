@@ -2,6 +2,7 @@
 (real Ray, Serve, gateway, registry and manager; fake engine replicas):
 
 - a swap that admission rejects changes nothing and never drains;
+- `add --layout auto` takes admission's recommendation for its objective;
 - a NEW that cannot load (a truncated checkpoint) is rolled back by itself, under load,
   with no failed request;
 - two concurrent changes never interleave;
@@ -63,6 +64,25 @@ def test_a_swap_that_admission_rejects_changes_nothing_and_never_drains(
     phases = [e.get("phase") for e in new_entries if e.get("event") == "phase"]
     assert phases == ["preflight"]
     assert _default_model(fake_stack) == KIMI
+
+
+def test_add_layout_auto_deploys_admissions_recommendation_for_the_objective(
+    fake_stack: RunningStack,
+) -> None:
+    result = fake_stack.cli(
+        "add",
+        "miniature:llama",
+        "--name",
+        "auto-llama",
+        "--layout",
+        "auto",
+        "--objective",
+        "latency",
+        "--dry-run",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "layout auto: TP" in result.stdout
+    assert "(admission's recommendation for latency)" in result.stdout
 
 
 def test_a_new_model_that_cannot_load_is_rolled_back(
