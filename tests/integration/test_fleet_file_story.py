@@ -16,18 +16,8 @@ from tests.support.running_stack import SWITCHYARD
 REPO = Path(__file__).resolve().parents[2]
 STORY = REPO / "examples" / "story"
 CONFIGS = REPO / "cluster" / "miniature" / "reference_configs"
-REVISION_1 = """\
-models:
-  - name: kimi-k2.5
-    source: moonshotai/Kimi-K2.5
-    aliases: [default, coder]
-    layout: {tp: 8}
-    engine:
-      kv_cache_dtype: fp8
-      gpu_memory_utilization: 0.93
-      trust_remote_code: true
-"""
-"""examples/story/fleet.yaml as first committed (comments left out): Kimi-K2.5 at TP8."""
+REVISION_1 = (STORY / "fleet.revision-1.yaml").read_text()
+"""The story's revision 1: Kimi-K2.5 at TP8 with DCP8 (examples/story/fleet.revision-1.yaml)."""
 
 
 def story_diff(
