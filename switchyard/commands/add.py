@@ -118,7 +118,7 @@ def model_config(args: argparse.Namespace) -> ModelDeploymentConfig:
                     "pp": 1 if args.pp is None else args.pp,
                     "dp": 1 if args.dp is None else args.dp,
                     "ep": args.ep,
-                    "dcp": 1 if args.dcp is None else args.dcp,
+                    "dcp": 1 if getattr(args, "dcp", None) is None else args.dcp,
                 },
                 "engine": engine,
             }

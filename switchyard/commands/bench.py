@@ -300,6 +300,7 @@ def _run_during_swap(config: Any, prompts: list[Any], tokenizer: str, err: Any) 
             pp=1,
             dp=1,
             ep=False,
+            dcp=1,
             max_model_len=None,
         )
     )
