@@ -96,7 +96,7 @@ def decode_cost(
                 if model.num_kv_heads:
                     heads = max(1, ceil_div(model.num_kv_heads, tp))
                     layer_read += ceil_div(lb.kv_proj * heads, model.num_kv_heads)
-                layer_read += active_expert_bytes(model, lb.experts, layout)
+                layer_read += _active_expert_bytes(model, lb.experts, layout)
                 reads[lb] = layer_read
             read += layer_read
             collectives_s += tp_reduce + dcp_exchange + (moe_exchange if lb.experts else 0.0)
@@ -112,7 +112,7 @@ def decode_cost(
     )
 
 
-def active_expert_bytes(model: ModelBytes, experts: int, layout: Layout) -> int:
+def _active_expert_bytes(model: ModelBytes, experts: int, layout: Layout) -> int:
     """Bytes of the top-k experts the busiest rank reads for one token."""
     if experts == 0 or model.num_experts == 0:
         return 0

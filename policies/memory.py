@@ -68,8 +68,8 @@ def weights_per_gpu_by_stage(model: ModelBytes, layout: Layout) -> tuple[int, ..
             lb = model.layers[i]
             share = shares.get(lb)
             if share is None:
-                share = ceil_div(lb.split, tp) + _kv_proj_share(model, lb.kv_proj, tp)
-                share += lb.replicated + _expert_share(model, lb.experts, layout)
+                share = ceil_div(lb.split, tp) + kv_proj_share(model, lb.kv_proj, tp)
+                share += lb.replicated + expert_share(model, lb.experts, layout)
                 shares[lb] = share
             total += share
         if index == 0:
@@ -80,14 +80,16 @@ def weights_per_gpu_by_stage(model: ModelBytes, layout: Layout) -> tuple[int, ..
     return tuple(totals)
 
 
-def _kv_proj_share(model: ModelBytes, kv_proj: int, tp: int) -> int:
+def kv_proj_share(model: ModelBytes, kv_proj: int, tp: int) -> int:
+    """Bytes of the k/v projections one TP rank holds (at least one KV head)."""
     heads = model.num_kv_heads
     if heads == 0 or kv_proj == 0:
         return 0
     return ceil_div(kv_proj * max(1, ceil_div(heads, tp)), heads)
 
 
-def _expert_share(model: ModelBytes, experts: int, layout: Layout) -> int:
+def expert_share(model: ModelBytes, experts: int, layout: Layout) -> int:
+    """Bytes of one layer's routed experts the busiest rank of the MoE group holds."""
     if experts == 0:
         return 0
     group = layout.moe_group_size

@@ -31,7 +31,13 @@ from dataclasses import dataclass
 from policies.cost_model import collective_s, link_for
 from policies.inventory import GpuProfile
 from policies.layout import Layout
-from policies.memory import KvCacheDtype, kv_bytes_per_token_per_layer, pipeline_stages
+from policies.memory import (
+    KvCacheDtype,
+    expert_share,
+    kv_bytes_per_token_per_layer,
+    kv_proj_share,
+    pipeline_stages,
+)
 from policies.model_spec import ModelSpec
 from policies.module_groups import ModuleGroup
 from policies.parameters import ModelBytes
@@ -138,15 +144,11 @@ def _stage_time(
     dense_params = expert_params = 0.0
     for i in layers:
         lb = model.layers[i]
-        dense = ceil_div(lb.split, tp) + lb.replicated
-        if model.num_kv_heads:
-            heads = max(1, ceil_div(model.num_kv_heads, tp))
-            dense += ceil_div(lb.kv_proj * heads, model.num_kv_heads)
+        dense = ceil_div(lb.split, tp) + lb.replicated + kv_proj_share(model, lb.kv_proj, tp)
         read += dense
         dense_params += dense / dense_bpp
         if lb.experts:
-            held = _held_expert_bytes(model, lb.experts, layout)
-            read += held * touched
+            read += expert_share(model, lb.experts, layout) * touched
             # Per token the rank computes its share of the top-k experts.
             share = model.experts_per_token / model.num_experts / group
             expert_params += lb.experts * share / expert_bpp
@@ -166,13 +168,6 @@ def _stage_time(
     )
     comm_s = len(layers) * _per_layer_comm_s(spec, layout, gpu, micro, gpus_per_node)
     return max(memory_s, compute_s) + comm_s, memory_s >= compute_s
-
-
-def _held_expert_bytes(model: ModelBytes, experts: int, layout: Layout) -> int:
-    group = layout.moe_group_size
-    if layout.ep and group > 1:
-        return ceil_div(model.num_experts, group) * ceil_div(experts, model.num_experts)
-    return ceil_div(experts, group)
 
 
 def _per_layer_comm_s(
