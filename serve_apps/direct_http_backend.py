@@ -27,7 +27,14 @@ log = logging.getLogger(__name__)
 
 FetchEndpoints = Callable[[], Awaitable[list[EngineEndpoint]]]
 
-_PATHS: Mapping[Method, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+_PATHS: Mapping[Method, str] = {
+    "chat": "/v1/chat/completions",
+    "completions": "/v1/completions",
+    "responses": "/v1/responses",
+    "embeddings": "/v1/embeddings",
+    "tokenize": "/tokenize",
+    "detokenize": "/detokenize",
+}
 
 
 class EngineEndpointView:

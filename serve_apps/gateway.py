@@ -15,9 +15,17 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from serve_apps.api_keys import ApiKeyCheck
-from serve_apps.gateway_errors import body_too_large, error_response, parser_message, unavailable
+from serve_apps.gateway_errors import (
+    body_too_large,
+    error_response,
+    model_not_found,
+    parser_message,
+    routing_error,
+    unavailable,
+)
 from serve_apps.gateway_guard import GatewayGuard
 from serve_apps.gateway_metrics import (
     DiscardGatewayMetrics,
@@ -28,8 +36,8 @@ from serve_apps.gateway_metrics import (
 from serve_apps.gateway_settings import GatewaySettings
 from serve_apps.in_flight_report import InFlightReporter, ReportInFlight
 from serve_apps.json_body import parse_json_object
-from serve_apps.model_backend import Method, ModelBackend
-from serve_apps.model_list import model_list
+from serve_apps.model_backend import HANDLE_METHODS, Method, ModelBackend
+from serve_apps.model_list import model_entry, model_list
 from serve_apps.openai_errors import GatewayError
 from serve_apps.replica_health import ReplicaHealthView
 from serve_apps.request_forwarding import RequestForwarder
@@ -37,6 +45,8 @@ from serve_apps.request_timing import RequestTiming
 from serve_apps.route_resolver import RouteResolver
 from serve_apps.route_view import RouteView
 from serve_apps.stream_usage import request_usage
+
+STREAMING_METHODS: frozenset[Method] = frozenset({"chat", "completions", "responses"})
 
 ParseRequest = Callable[[Method, dict[str, Any]], Any]
 """Turns a JSON body into the model server's request object; raises ValueError if invalid."""
@@ -107,6 +117,12 @@ class Gateway:
         async def _gateway_error(_: Request, exc: GatewayError) -> Response:
             return error_response(exc)
 
+        @app.exception_handler(StarletteHTTPException)
+        async def _routing_error(request: Request, exc: StarletteHTTPException) -> Response:
+            # Unknown paths (404) and wrong methods (405) in OpenAI's shape, not FastAPI's
+            # `{"detail": ...}`: clients generated from OpenAI's spec parse only that.
+            return error_response(routing_error(exc.status_code, request.method, request.url.path))
+
         @app.get("/health")
         async def health() -> dict[str, Any]:
             table = self._routes.table
@@ -129,6 +145,13 @@ class Gateway:
         async def models() -> dict[str, Any]:
             return model_list(self._routes.table)
 
+        @app.get("/v1/models/{model_id:path}")
+        async def model(model_id: str) -> dict[str, Any]:
+            entry = model_entry(self._routes.table, model_id)
+            if entry is None:
+                raise model_not_found(model_id)
+            return entry
+
         @app.post("/v1/chat/completions")
         async def chat(request: Request) -> Response:
             return await self._handle(request, "chat")
@@ -136,6 +159,22 @@ class Gateway:
         @app.post("/v1/completions")
         async def completions(request: Request) -> Response:
             return await self._handle(request, "completions")
+
+        @app.post("/v1/responses")
+        async def responses(request: Request) -> Response:
+            return await self._handle(request, "responses")
+
+        @app.post("/v1/embeddings")
+        async def embeddings(request: Request) -> Response:
+            return await self._handle(request, "embeddings")
+
+        @app.post("/tokenize")
+        async def tokenize(request: Request) -> Response:
+            return await self._handle(request, "tokenize")
+
+        @app.post("/detokenize")
+        async def detokenize(request: Request) -> Response:
+            return await self._handle(request, "detokenize")
 
         return app
 
@@ -185,10 +224,15 @@ class Gateway:
         timing.model = route.name
         timing.alias = requested if requested != route.name else ""
         body["model"] = route.name
-        stream = bool(body.get("stream"))
-        if stream:
+        stream = bool(body.get("stream")) and method in STREAMING_METHODS
+        if stream and method in HANDLE_METHODS:
             # Exact token counters need the engine's usage report at the end of the stream.
             timing.strip_usage = not request_usage(body)
+        if method not in HANDLE_METHODS:
+            # vLLM's own server validates these bodies; its 400s pass through.
+            return await self._forwarder.forward(
+                route, method, body, body, stream=stream, timing=timing
+            )
         try:
             parsed = self._parse_request(method, body)
         except ValueError as exc:

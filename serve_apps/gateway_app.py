@@ -137,7 +137,7 @@ class GatewayReplica:
         import ray.serve.llm.openai_api_models  # noqa: F401
 
         registry = RegistryClient()
-        backend: ModelBackend = ServeHandleBackend()
+        backend: ModelBackend = ServeHandleBackend(settings.retry_after_s)
         self._endpoints: EngineEndpointView | None = None
         self._direct: DirectHttpBackend | None = None
         if settings.direct_streaming:

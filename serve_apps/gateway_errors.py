@@ -29,6 +29,39 @@ def body_too_large(limit: int) -> GatewayError:
     )
 
 
+def model_not_found(requested: str) -> GatewayError:
+    """OpenAI's answer for a model that does not exist or that the key may not use."""
+    return GatewayError(
+        404,
+        f"The model '{requested}' does not exist or you do not have access to it.",
+        code="model_not_found",
+        param="model",
+    )
+
+
+def routing_error(status: int, method: str, path: str) -> GatewayError:
+    """An unknown path (404) or a method the path does not take (405), as OpenAI words it."""
+    if status == 405:
+        return GatewayError(
+            405, f"Method not allowed ({method} {path}).", code="method_not_allowed"
+        )
+    if status == 404:
+        return GatewayError(404, f"Invalid URL ({method} {path}).", code="unknown_url")
+    return GatewayError(status, f"{method} {path} failed with HTTP {status}.")
+
+
+def unsupported_endpoint(model: str, method: str) -> GatewayError:
+    """The model's engine does not serve this endpoint (vLLM registers, say, /v1/embeddings
+    only for pooling models, and answers 404 for it otherwise)."""
+    return GatewayError(
+        400,
+        f"The model '{model}' does not serve {method}: its engine has no such endpoint "
+        "(embeddings need a pooling model, e.g. one started with an embedding runner).",
+        code="unsupported_endpoint",
+        param="model",
+    )
+
+
 def parser_message(exc: BaseException) -> str:
     """The request parser's message, short enough for a 400 answer."""
     text = str(exc).strip() or type(exc).__name__

@@ -5,9 +5,16 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal, Protocol
 
+from serve_apps.gateway_errors import unavailable
 from serve_apps.routing_table import ModelRoute
 
-Method = Literal["chat", "completions"]
+Method = Literal["chat", "completions", "responses", "embeddings", "tokenize", "detokenize"]
+"""The model server's endpoints the gateway forwards to (`direct_http_backend._PATHS`)."""
+
+HANDLE_METHODS: frozenset[Method] = frozenset({"chat", "completions"})
+"""What the Serve-handle fallback can carry: the methods whose requests the gateway parses
+into vLLM's request objects (`gateway_app.parse_openai_request`). The rest of the surface
+travels on the direct path only."""
 
 
 class ModelBackend(Protocol):
@@ -28,7 +35,8 @@ class ModelBackend(Protocol):
 class ServeHandleBackend:
     """Calls the model's Ray Serve LLM deployment (`LLMServer`) through a streaming handle."""
 
-    def __init__(self) -> None:
+    def __init__(self, retry_after_s: int = 5) -> None:
+        self._retry_after_s = retry_after_s
         self._handles: dict[tuple[str, str], Any] = {}
         self._sent = 0
 
@@ -46,6 +54,14 @@ class ServeHandleBackend:
     def stream(
         self, route: ModelRoute, method: Method, request: Any, body: Mapping[str, Any]
     ) -> AsyncIterator[Any]:
+        if method not in HANDLE_METHODS:
+            # Only reached when no engine endpoint is registered yet (a replica starting)
+            # or every one just failed: the same transient state a 503 tells clients about.
+            raise unavailable(
+                f"The model '{route.name}' has no direct endpoint yet, and '{method}' does not "
+                "travel through Serve handles. Retry shortly.",
+                self._retry_after_s,
+            )
         self._sent += 1
         generator: AsyncIterator[Any] = getattr(self._handle(route), method).remote(request, None)
         return generator

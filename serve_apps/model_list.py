@@ -33,3 +33,12 @@ def model_list(table: RoutingTable) -> dict[str, Any]:
             }
         )
     return {"object": "list", "data": data}
+
+
+def model_entry(table: RoutingTable, requested: str) -> dict[str, Any] | None:
+    """`GET /v1/models/{id}`: the entry `model_list` shows for a name or an alias (its `id`
+    echoes what was asked, as OpenAI's API does), or None for anything else."""
+    for entry in model_list(table)["data"]:
+        if entry["id"] == requested:
+            return dict(entry)
+    return None

@@ -16,10 +16,11 @@ from typing import Any
 
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from serve_apps.gateway_errors import model_server_error, unavailable
+from serve_apps.gateway_errors import model_server_error, unavailable, unsupported_endpoint
 from serve_apps.gateway_metrics import GatewayMetrics, RequestOutcome
 from serve_apps.gateway_settings import GatewaySettings
-from serve_apps.model_backend import Method, ModelBackend
+from serve_apps.model_backend import HANDLE_METHODS, Method, ModelBackend
+from serve_apps.openai_bodies import openai_body
 from serve_apps.openai_errors import GatewayError
 from serve_apps.request_timing import RequestTiming
 from serve_apps.routing_table import ModelRoute
@@ -81,10 +82,13 @@ class RequestForwarder:
                 raise self._backend_failure(route, exc) from None
             error = model_server_error(first, self._settings.retry_after_s)
             if error is not None:
+                if error.status == 404 and method not in HANDLE_METHODS:
+                    # The model exists (the route resolved), so the engine lacks the path.
+                    raise unsupported_endpoint(route.name, method)
                 raise error
             if not stream:
                 release()
-                payload = as_json(first)
+                payload = openai_body(as_json(first))
                 if isinstance(payload, dict):
                     timing.usage.take(payload.get("usage"))
                 self._metrics.request_finished(timing.record(RequestOutcome.OK, 200))

@@ -26,8 +26,9 @@ def sse_text(item: Any) -> str:
 
 
 def has_content(text: str) -> bool:
-    """A chunk that carries tokens (not only `[DONE]` or a usage report)."""
-    return '"choices":[{' in text or '"choices": [{' in text
+    """A chunk that carries tokens (not only `[DONE]` or a usage report); the Responses
+    API's token events are `response.*.delta` events."""
+    return '"choices":[{' in text or '"choices": [{' in text or '.delta"' in text
 
 
 def sse_error(error: GatewayError) -> str:

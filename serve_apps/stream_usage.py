@@ -27,7 +27,10 @@ class Usage:
     def take(self, usage: Any) -> None:
         if not isinstance(usage, dict):
             return
-        prompt, generated = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        # Chat and completions say prompt/completion_tokens; the Responses API says
+        # input/output_tokens.
+        prompt = usage.get("prompt_tokens", usage.get("input_tokens"))
+        generated = usage.get("completion_tokens", usage.get("output_tokens"))
         if isinstance(prompt, int):
             self.prompt_tokens = prompt
         if isinstance(generated, int):
@@ -58,14 +61,27 @@ def scan_events(text: str, usage: Usage, *, strip_usage: bool) -> str:
     for event in text.split("\n\n"):
         if not event:
             continue
-        if event.startswith(_DATA) and _USAGE_OBJECT.search(event):
+        data = _data_of(event)
+        if data is not None and _USAGE_OBJECT.search(data):
             try:
-                payload = json.loads(event[len(_DATA) :])
+                payload = json.loads(data)
             except ValueError:
                 payload = None
             if isinstance(payload, dict) and payload.get("usage"):
                 usage.take(payload["usage"])
                 if strip_usage and not payload.get("choices"):
                     continue
+            elif isinstance(payload, dict) and isinstance(payload.get("response"), dict):
+                # The Responses API's `response.completed` event nests its usage.
+                usage.take(payload["response"].get("usage"))
         kept.append(event + "\n\n")
     return "".join(kept)
+
+
+def _data_of(event: str) -> str | None:
+    """The `data:` field of one SSE event; the Responses API's events start with an
+    `event:` line."""
+    if event.startswith(_DATA):
+        return event[len(_DATA) :]
+    at = event.find("\n" + _DATA)
+    return None if at < 0 else event[at + 1 + len(_DATA) :]

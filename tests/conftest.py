@@ -38,6 +38,7 @@ MODULE_ORDER: tuple[str, ...] = (
     "e2e/test_fleet_file.py",
     # The real stack: read-only users, then the story's swap, then a killed engine.
     "integration/test_serving_plane.py",
+    "integration/test_openai_surface.py",
     "integration/test_secure_defaults.py",
     "faults/test_bad_input.py",
     "e2e/test_hot_swap.py",
