@@ -33,6 +33,7 @@ from domain.deployment_config import (
     validate_model_name,
 )
 from domain.exit_codes import UserInputError
+from domain.tenant_keys import KeyEntry, KeysFile
 from domain.validation_message import validation_line
 
 Objective = Literal["latency", "throughput"]
@@ -165,22 +166,21 @@ class FleetModelEntry(_Strict):
 
 
 class GatewaySection(_Strict):
-    """Reserved for the production gateway's `keys` (tenants); no key is accepted yet."""
+    """The endpoint's tenants: `keys`, the same entries as an `up --keys` file
+    (docs/tenants.md). Omitted: the stack keeps the keys it was started with."""
 
-    @model_validator(mode="before")
+    keys: tuple[KeyEntry, ...] | None = None
+
+    @field_validator("keys")
     @classmethod
-    def _reserved(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data:
-            key = sorted(map(str, data))[0]
-            raise ValueError(
-                f"gateway.{key} is not supported yet: the gateway section is reserved for "
-                "tenant keys (gateway.keys), which are not built; leave it empty"
-            )
-        return data
+    def _unique(cls, keys: tuple[KeyEntry, ...] | None) -> tuple[KeyEntry, ...] | None:
+        if keys is not None:
+            KeysFile(keys=keys)  # the same checks as a keys file (unique names)
+        return keys
 
 
 class FleetFile(_Strict):
-    """The desired fleet: its models, and (reserved) its gateway."""
+    """The desired fleet: its models, and its gateway's tenant keys."""
 
     models: tuple[FleetModelEntry, ...] = ()
     gateway: GatewaySection = GatewaySection()

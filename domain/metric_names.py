@@ -122,6 +122,32 @@ GATEWAY_GENERATED_TOKENS = MetricSpec(
     ("model",),
     "Generated tokens of answered requests (from the engine's usage report).",
 )
+# Per tenant: `key` is the tenant's name from the keys file, never the key.
+KEY_REQUESTS = MetricSpec(
+    "switchyard_key_requests",
+    Kind.COUNTER,
+    ("key", "outcome"),
+    "Requests answered for a tenant key, by the key's name and outcome.",
+)
+KEY_PROMPT_TOKENS = MetricSpec(
+    "switchyard_key_prompt_tokens",
+    Kind.COUNTER,
+    ("key",),
+    "Prompt tokens of a tenant key's answered requests (from the engine's usage report).",
+)
+KEY_GENERATED_TOKENS = MetricSpec(
+    "switchyard_key_generated_tokens",
+    Kind.COUNTER,
+    ("key",),
+    "Generated tokens of a tenant key's answered requests (from the engine's usage report).",
+)
+KEY_REJECTIONS = MetricSpec(
+    "switchyard_key_rejections",
+    Kind.COUNTER,
+    ("key", "reason"),
+    "Requests refused for a tenant key, by reason: invalid_key (key name `-`), "
+    "model_not_allowed, requests_per_minute, tokens_per_minute.",
+)
 GATEWAY_TTFT = MetricSpec(
     "switchyard_gateway_time_to_first_token_seconds",
     Kind.HISTOGRAM,
@@ -267,6 +293,10 @@ GATEWAY_METRICS: tuple[MetricSpec, ...] = (
     GATEWAY_IN_FLIGHT,
     GATEWAY_HELD,
     GATEWAY_HOLD,
+    KEY_REQUESTS,
+    KEY_PROMPT_TOKENS,
+    KEY_GENERATED_TOKENS,
+    KEY_REJECTIONS,
 )
 MANAGER_METRICS: tuple[MetricSpec, ...] = (
     MODEL_STATE,

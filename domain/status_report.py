@@ -56,6 +56,26 @@ class MetricsStatus(_Document):
     models: list[ModelLive] = Field(default_factory=list)
 
 
+class KeyUsage(_Document):
+    """One tenant key over the last 60 s, every gateway replica together (by name only)."""
+
+    name: str
+    requests: int
+    tokens: int
+    """Prompt + generated tokens of its finished requests."""
+    rejections: int
+
+
+class TenantsStatus(_Document):
+    source: str | None
+    """Where the tenant table came from (a keys file, a fleet file, `--api-key`); None on
+    an endpoint without keys."""
+    keys: int
+    """Tenants the endpoint accepts."""
+    top: list[KeyUsage] = Field(default_factory=list)
+    """The busiest keys of the last 60 s, most requests first (at most 10)."""
+
+
 class StatusReport(_Document):
     schema_version: int = SCHEMA_VERSION
     address: str
@@ -71,6 +91,8 @@ class StatusReport(_Document):
     manager runs."""
     operation: RunningOperation | None = None
     """The change the manager is making right now, if any."""
+    tenants: TenantsStatus | None = None
+    """The tenant keys and their top users; None when the stack has no keys file."""
     last_swap: SwapSummary | None = None
     """The latest swap since the manager started: its strategy, phases and how long each
     alias it moved had no model serving it."""

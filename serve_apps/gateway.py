@@ -17,7 +17,6 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from serve_apps.api_keys import ApiKeyCheck
 from serve_apps.gateway_errors import (
     body_too_large,
     error_response,
@@ -26,11 +25,12 @@ from serve_apps.gateway_errors import (
     routing_error,
     unavailable,
 )
-from serve_apps.gateway_guard import GatewayGuard
+from serve_apps.gateway_guard import GatewayGuard, tenant_of
 from serve_apps.gateway_metrics import (
     DiscardGatewayMetrics,
     GatewayMetrics,
     RequestOutcome,
+    TenantAccounting,
     outcome_of_status,
 )
 from serve_apps.gateway_settings import GatewaySettings
@@ -45,6 +45,8 @@ from serve_apps.request_timing import RequestTiming
 from serve_apps.route_resolver import RouteResolver
 from serve_apps.route_view import RouteView
 from serve_apps.stream_usage import request_usage
+from serve_apps.tenant_gate import TenantGate
+from serve_apps.tenant_sync import ExchangeUsage, FetchTenants, TenantSync
 
 STREAMING_METHODS: frozenset[Method] = frozenset({"chat", "completions", "responses"})
 
@@ -62,14 +64,23 @@ class Gateway:
         parse_request: ParseRequest,
         report_in_flight: ReportInFlight | None = None,
         metrics: GatewayMetrics | None = None,
+        tenants: tuple[FetchTenants, ExchangeUsage] | None = None,
     ) -> None:
         self._settings = settings
-        self._metrics: GatewayMetrics = metrics or DiscardGatewayMetrics()
+        self._gate = TenantGate(settings.initial_tenants())
+        self._metrics: GatewayMetrics = TenantAccounting(
+            metrics or DiscardGatewayMetrics(), self._gate.used_tokens
+        )
+        self._gate.on_reject = self._metrics.key_rejected
         self._routes = routes
         self._health = health
         self._backend = backend
         self._parse_request = parse_request
-        self._keys = ApiKeyCheck(settings.api_keys)
+        self._tenant_sync = (
+            None
+            if tenants is None
+            else TenantSync(self._gate, *tenants, period_s=settings.quota_sync_s)
+        )
         self._resolver = RouteResolver(settings, routes, health, self._metrics)
         self._forwarder = RequestForwarder(settings, backend, self._metrics)
         self._reporter = InFlightReporter(
@@ -88,6 +99,10 @@ class Gateway:
         return self._forwarder.in_flight
 
     @property
+    def tenants(self) -> TenantGate:
+        return self._gate
+
+    @property
     def held(self) -> int:
         """Requests waiting for a swap to finish, all aliases together."""
         return self._resolver.held
@@ -97,18 +112,22 @@ class Gateway:
         self._routes.start()
         self._health.start()
         self._reporter.start()
+        if self._tenant_sync is not None:
+            self._tenant_sync.start()
 
     async def stop(self) -> None:
         await self._routes.stop()
         await self._health.stop()
         await self._reporter.stop()
+        if self._tenant_sync is not None:
+            await self._tenant_sync.stop()
 
     # ---------------------------------------------------------------- app
     def _build_app(self) -> FastAPI:
         app = FastAPI(title="Switchyard", docs_url=None, redoc_url=None)
         app.add_middleware(
             GatewayGuard,
-            keys=self._keys,
+            gate=self._gate,
             max_body_bytes=self._settings.max_body_bytes,
             metrics=self._metrics,
         )
@@ -142,12 +161,12 @@ class Gateway:
             return Response("success", media_type="text/plain")
 
         @app.get("/v1/models")
-        async def models() -> dict[str, Any]:
-            return model_list(self._routes.table)
+        async def models(request: Request) -> dict[str, Any]:
+            return model_list(self._routes.table, tenant_of(request.scope).may_use)
 
         @app.get("/v1/models/{model_id:path}")
-        async def model(model_id: str) -> dict[str, Any]:
-            entry = model_entry(self._routes.table, model_id)
+        async def model(request: Request, model_id: str) -> dict[str, Any]:
+            entry = model_entry(self._routes.table, model_id, tenant_of(request.scope).may_use)
             if entry is None:
                 raise model_not_found(model_id)
             return entry
@@ -220,6 +239,14 @@ class Gateway:
                 code="invalid_request",
                 param="model",
             )
+        tenant = tenant_of(request.scope)
+        timing.tenant = tenant.name
+        # Access and quota before any hold: a key that may not use the model, or has used
+        # its quota, hears so at once rather than after a swap.
+        self._gate.check_model(
+            tenant, requested, self._routes.table.aliases.get(requested, requested)
+        )
+        self._gate.admit(tenant)
         route = await self._resolver.resolve(requested)
         timing.model = route.name
         timing.alias = requested if requested != route.name else ""

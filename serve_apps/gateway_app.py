@@ -7,6 +7,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from domain.tenant_keys import TenantTable
 from serve_apps.asgi_listener import AsgiListener
 from serve_apps.direct_http_backend import DirectHttpBackend, EngineEndpointView
 from serve_apps.engine_endpoint import EngineEndpoint
@@ -23,6 +24,7 @@ from serve_apps.ray_internals import (
 from serve_apps.replica_health import ReplicaHealthView
 from serve_apps.route_view import RouteView
 from serve_apps.routing_table import RoutingTable
+from serve_apps.tenant_gate import RemoteUsage, UsageDelta
 
 if TYPE_CHECKING:
     from ray.serve.deployment import Application
@@ -70,6 +72,14 @@ class RegistryClient:
 
     async def report(self, replica: str, version: int, counts: dict[str, int]) -> None:
         await self._registry().report_in_flight.remote(replica, version, counts)
+
+    async def fetch_tenants(self, known_version: int) -> TenantTable | None:
+        table: TenantTable | None = await self._registry().tenants.remote(known_version)
+        return table
+
+    async def exchange_usage(self, replica: str, delta: UsageDelta) -> RemoteUsage:
+        remote: RemoteUsage = await self._registry().exchange_usage.remote(replica, delta)
+        return remote
 
     async def engine_endpoints(self) -> list[EngineEndpoint]:
         endpoints: list[EngineEndpoint] = await self._registry().engine_endpoints.remote()
@@ -154,6 +164,7 @@ class GatewayReplica:
             registry.report,
             # Created here, in the replica: Ray metrics belong to the process that records them.
             RayGatewayMetrics(),
+            tenants=(registry.fetch_tenants, registry.exchange_usage),
         )
 
         self._gateway.start()

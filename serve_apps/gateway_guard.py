@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from serve_apps.api_keys import ApiKeyCheck
+from domain.tenant_keys import Tenant
 from serve_apps.gateway_errors import body_too_large, error_response
 from serve_apps.gateway_metrics import GatewayMetrics, RequestOutcome
 from serve_apps.openai_errors import GatewayError
 from serve_apps.request_timing import RequestTiming
+from serve_apps.tenant_gate import Rejection, TenantGate
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -18,20 +19,28 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 # Health probes answer without a key: load balancers and monitors send none.
 _OPEN_PATHS = frozenset({"/health", "/-/healthz", "/-/routes"})
+_TENANT = "switchyard.tenant"
+
+
+def tenant_of(scope: Scope) -> Tenant:
+    """The tenant the guard authenticated for this request."""
+    tenant: Tenant = scope["state"][_TENANT]
+    return tenant
 
 
 class GatewayGuard:
     """Refuses a request without a valid API key (401) or with a declared body over the
-    limit (413), and counts the refusal.
+    limit (413), and counts the refusal; an accepted request carries its tenant in the
+    ASGI scope's state (`tenant_of`).
 
     Pure ASGI (not BaseHTTPMiddleware) so streamed responses pass through untouched.
     """
 
     def __init__(
-        self, app: ASGIApp, *, keys: ApiKeyCheck, max_body_bytes: int, metrics: GatewayMetrics
+        self, app: ASGIApp, *, gate: TenantGate, max_body_bytes: int, metrics: GatewayMetrics
     ) -> None:
         self._app = app
-        self._keys = keys
+        self._gate = gate
         self._max_body_bytes = max_body_bytes
         self._metrics = metrics
 
@@ -40,7 +49,8 @@ class GatewayGuard:
             await self._app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if not self._keys.allows(headers.get("authorization")):
+        tenant = self._gate.authenticate(headers.get("authorization"))
+        if tenant is None:
             error = GatewayError(
                 401,
                 "Missing or invalid API key (send 'Authorization: Bearer KEY').",
@@ -49,8 +59,10 @@ class GatewayGuard:
             response = error_response(error)
             response.headers["WWW-Authenticate"] = "Bearer"
             self._refused(error.status)
+            self._metrics.key_rejected("-", Rejection.INVALID_KEY.value)
             await response(scope, receive, send)
             return
+        scope.setdefault("state", {})[_TENANT] = tenant
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self._max_body_bytes:
             self._refused(413)

@@ -8,7 +8,7 @@ tests. Labels are the model, the requested alias, outcome and status: never per 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -23,6 +23,10 @@ from domain.metric_names import (
     GATEWAY_PROMPT_TOKENS,
     GATEWAY_REQUESTS,
     GATEWAY_TTFT,
+    KEY_GENERATED_TOKENS,
+    KEY_PROMPT_TOKENS,
+    KEY_REJECTIONS,
+    KEY_REQUESTS,
     MetricSpec,
 )
 
@@ -69,10 +73,19 @@ class RequestRecord:
     inter_token_s: tuple[float, ...] = ()
     prompt_tokens: int | None = None
     generated_tokens: int | None = None
+    tenant: str = ""
+    """The tenant key's name; "" on an endpoint without keys or before authentication."""
+
+    @property
+    def tokens(self) -> int:
+        return (self.prompt_tokens or 0) + (self.generated_tokens or 0)
 
 
 class GatewayMetrics(Protocol):
     def request_finished(self, record: RequestRecord) -> None: ...
+
+    def key_rejected(self, key: str, reason: str) -> None:
+        """A tenant's request refused (`tenant_gate.Rejection`); `key` is its name."""
 
     def in_flight(self, counts: Mapping[str, int]) -> None:
         """Requests in flight per model now (models missing from `counts` have none)."""
@@ -91,9 +104,13 @@ class RecordingGatewayMetrics:
     in_flight_now: dict[str, int] = field(default_factory=dict)
     held_now: dict[str, int] = field(default_factory=dict)
     holds: list[tuple[str, HoldOutcome, float]] = field(default_factory=list)
+    rejections: list[tuple[str, str]] = field(default_factory=list)
 
     def request_finished(self, record: RequestRecord) -> None:
         self.requests.append(record)
+
+    def key_rejected(self, key: str, reason: str) -> None:
+        self.rejections.append((key, reason))
 
     def in_flight(self, counts: Mapping[str, int]) -> None:
         self.in_flight_now = dict(counts)
@@ -134,6 +151,10 @@ class RayGatewayMetrics:
         self._in_flight = ray_metric(GATEWAY_IN_FLIGHT)
         self._held = ray_metric(GATEWAY_HELD)
         self._hold = ray_metric(GATEWAY_HOLD)
+        self._key_requests = ray_metric(KEY_REQUESTS)
+        self._key_prompt_tokens = ray_metric(KEY_PROMPT_TOKENS)
+        self._key_generated_tokens = ray_metric(KEY_GENERATED_TOKENS)
+        self._key_rejections = ray_metric(KEY_REJECTIONS)
         # Gauges keep a label set until it is set again; remember every one so a model that
         # went idle reads 0 instead of its last busy value.
         self._seen_models: set[str] = set()
@@ -159,6 +180,16 @@ class RayGatewayMetrics:
             self._prompt_tokens.inc(record.prompt_tokens, model)
         if record.generated_tokens:
             self._generated_tokens.inc(record.generated_tokens, model)
+        if record.tenant:
+            key = {"key": record.tenant}
+            self._key_requests.inc(1, {**key, "outcome": record.outcome.value})
+            if record.prompt_tokens:
+                self._key_prompt_tokens.inc(record.prompt_tokens, key)
+            if record.generated_tokens:
+                self._key_generated_tokens.inc(record.generated_tokens, key)
+
+    def key_rejected(self, key: str, reason: str) -> None:
+        self._key_rejections.inc(1, {"key": key, "reason": reason})
 
     def in_flight(self, counts: Mapping[str, int]) -> None:
         self._seen_models.update(counts)
@@ -180,6 +211,9 @@ class DiscardGatewayMetrics:
     def request_finished(self, record: RequestRecord) -> None:
         return None
 
+    def key_rejected(self, key: str, reason: str) -> None:
+        return None
+
     def in_flight(self, counts: Mapping[str, int]) -> None:
         return None
 
@@ -194,3 +228,30 @@ def outcome_of_status(status: int) -> RequestOutcome:
     if status < 400:
         return RequestOutcome.OK
     return RequestOutcome.CLIENT_ERROR if status < 500 else RequestOutcome.UNAVAILABLE
+
+
+class TenantAccounting:
+    """Wraps the gateway's metrics so every finished request also charges its tokens to
+    its tenant's quota (`TenantGate.used_tokens`): the one place a request's end is known,
+    streamed or not, complete or cut short."""
+
+    def __init__(self, inner: GatewayMetrics, charge: Callable[[str, int], None]) -> None:
+        self._inner = inner
+        self._charge = charge
+
+    def request_finished(self, record: RequestRecord) -> None:
+        if record.tenant:
+            self._charge(record.tenant, record.tokens)
+        self._inner.request_finished(record)
+
+    def key_rejected(self, key: str, reason: str) -> None:
+        self._inner.key_rejected(key, reason)
+
+    def in_flight(self, counts: Mapping[str, int]) -> None:
+        self._inner.in_flight(counts)
+
+    def held(self, counts: Mapping[str, int]) -> None:
+        self._inner.held(counts)
+
+    def hold_finished(self, alias: str, outcome: HoldOutcome, seconds: float) -> None:
+        self._inner.hold_finished(alias, outcome, seconds)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+
+from domain.tenant_keys import TenantTable, api_key_tenants
 
 # What can arrive, unchanged, in `Authorization: Bearer KEY`: header bytes are read as
 # Latin-1 and surrounding whitespace is stripped, so any other key could never match.
@@ -30,6 +32,18 @@ class GatewaySettings(BaseModel):
     max_held_requests: int = Field(
         1024, ge=0, le=1_000_000, description="bound of the queue held during a swap"
     )
+    tenants: TenantTable = Field(
+        TenantTable(),
+        description="tenants from `up --keys` or a fleet file's gateway.keys (SHA-256 of each"
+        " key, never the key); `switchyard keys reload` publishes newer tables",
+    )
+    quota_sync_s: float = Field(
+        1.0,
+        gt=0,
+        le=60,
+        description="how often each gateway replica trades tenant usage with the others: "
+        "together they may overshoot a quota by what they admit in this long",
+    )
     health_poll_s: float = Field(1.0, gt=0, le=60, description="replica health refresh period")
     replicas: int = Field(1, ge=1, le=64, description="gateway replicas")
     direct_streaming: bool = Field(
@@ -49,3 +63,24 @@ class GatewaySettings(BaseModel):
                     "ASCII without spaces; an HTTP Bearer token can't carry it"
                 )
         return keys
+
+    @model_validator(mode="after")
+    def _one_kind_of_key(self) -> GatewaySettings:
+        if self.api_keys and self.tenants.tenants:
+            raise ValueError(
+                "api_keys and tenants: give either --api-key/SWITCHYARD_API_KEY or a keys "
+                "file (--keys, gateway.keys), not both"
+            )
+        return self
+
+    def initial_tenants(self) -> TenantTable:
+        """What the endpoint accepts until the registry has a newer table: the keys file's
+        tenants, or each `--api-key` as tenant `api-key-N` (every model, no quota)."""
+        if self.api_keys:
+            keys = tuple(k.get_secret_value() for k in self.api_keys)
+            return TenantTable(version=0, tenants=api_key_tenants(keys), source="--api-key")
+        return self.tenants
+
+    @property
+    def has_keys(self) -> bool:
+        return bool(self.api_keys or self.tenants.tenants)

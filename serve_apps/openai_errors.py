@@ -27,8 +27,11 @@ class GatewayError(Exception):
         code: str | None = None,
         param: str | None = None,
         retry_after_s: int | None = None,
+        error_type: str | None = None,
     ) -> None:
         super().__init__(message)
+        self.error_type = error_type
+        """Overrides the `type` the status implies (OpenAI's 429s say `requests`/`tokens`)."""
         self.status = status
         self.message = message
         self.code = code
@@ -36,7 +39,10 @@ class GatewayError(Exception):
         self.retry_after_s = retry_after_s
 
     def body(self) -> dict[str, Any]:
-        return error_body(self.status, self.message, code=self.code, param=self.param)
+        body = error_body(self.status, self.message, code=self.code, param=self.param)
+        if self.error_type is not None:
+            body["error"]["type"] = self.error_type
+        return body
 
     def headers(self) -> dict[str, str]:
         return {} if self.retry_after_s is None else {"Retry-After": str(self.retry_after_s)}

@@ -14,9 +14,12 @@ import time
 from typing import Any
 
 from domain.model_state import ModelState
+from domain.tenant_keys import TenantTable
 from serve_apps.engine_endpoint import EngineEndpoint
 from serve_apps.ray_internals import head_node_resources
 from serve_apps.routing_table import ModelRoute, RoutingTable
+from serve_apps.tenant_gate import UsageDelta
+from serve_apps.tenant_usage_book import TenantUsageBook
 
 REGISTRY_ACTOR_NAME = "switchyard-registry"
 SWITCHYARD_NAMESPACE = "switchyard"
@@ -33,6 +36,10 @@ class FleetRegistry:
         self._changed: asyncio.Condition | None = None
         # (app, replica id) -> (monotonic time of the last registration, endpoint)
         self._engine_endpoints: dict[tuple[str, str], tuple[float, EngineEndpoint]] = {}
+        # The newest tenant table (`up --keys`, `keys reload`); None: the gateways keep the
+        # one they were deployed with.
+        self._tenants: TenantTable | None = None
+        self._usage = TenantUsageBook()
 
     def _condition(self) -> asyncio.Condition:
         # Created on first use so it binds to the actor's running event loop.
@@ -117,6 +124,29 @@ class FleetRegistry:
         for key in stale:
             del self._engine_endpoints[key]
         return [endpoint for _, endpoint in self._engine_endpoints.values()]
+
+    async def set_tenants(self, table: TenantTable) -> int:
+        """Publish a tenant table; an older one than the current is ignored. Returns the
+        version in force."""
+        if self._tenants is None or table.version > self._tenants.version:
+            self._tenants = table
+        return self._tenants.version
+
+    async def tenants(self, known_version: int) -> TenantTable | None:
+        """The tenant table if newer than `known_version`, else None (nothing to send)."""
+        if self._tenants is None or self._tenants.version <= known_version:
+            return None
+        return self._tenants
+
+    async def exchange_usage(
+        self, replica: str, delta: UsageDelta
+    ) -> dict[str, dict[str, dict[int, int]]]:
+        """A gateway replica's usage since its last call in; the other replicas' out."""
+        return self._usage.exchange(replica, delta, time.time())
+
+    async def tenant_usage(self, limit: int = 10) -> list[dict[str, Any]]:
+        """The top tenants over the last 60 s, for `status`."""
+        return [u.to_json() for u in self._usage.top(time.time(), limit)]
 
     async def set_fact(self, key: str, value: Any) -> None:
         self._facts[key] = value

@@ -14,6 +14,7 @@ class RequestTiming:
     started: float = field(default_factory=time.monotonic)
     model: str = NO_MODEL
     alias: str = ""
+    tenant: str = ""
     strip_usage: bool = False
     """The gateway asked the engine for a usage report the client did not ask for."""
     usage: Usage = field(default_factory=Usage)
@@ -41,4 +42,5 @@ class RequestTiming:
             inter_token_s=tuple(self.gaps),
             prompt_tokens=self.usage.prompt_tokens,
             generated_tokens=self.usage.generated_tokens,
+            tenant=self.tenant,
         )

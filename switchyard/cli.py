@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "swap",
     "remove",
     "alias",
+    "keys",
     "apply",
     "diff",
     "export",

@@ -26,6 +26,7 @@ from domain.operation_request import (
     RemoveRequest,
     SwapRequest,
 )
+from domain.tenant_keys import TenantTable, resolve_entries, table_of
 
 
 def operator_identity() -> str:
@@ -67,8 +68,12 @@ def apply_fleet(
     from switchyard.commands.diff import print_plan
     from switchyard.fleet_client import connect_manager, follow_operation, print_event
 
+    # Resolved before anything connects: an unset key_env changes nothing.
+    tenants = fleet_tenants(desired, path)
     manager = connect_manager(address)
     plan: dict[str, Any] = ray.get(manager.plan_fleet.remote(desired)).to_json()
+    if tenants is not None and plan["admitted"] and not dry_run:
+        publish_tenants(tenants)
     if dry_run or not plan["admitted"] or not plan["changes"]:
         if not as_json:
             print_plan(plan, as_json=False)
@@ -129,3 +134,20 @@ def apply_fleet(
 def _step_key(change: dict[str, Any]) -> dict[str, Any]:
     keys = ("action", "model", "replaces", "alias")
     return {k: change[k] for k in keys if change.get(k) is not None}
+
+
+def fleet_tenants(desired: FleetFile, path: Path) -> TenantTable | None:
+    """The file's `gateway.keys` resolved in this process's environment; None if absent."""
+    if desired.gateway.keys is None:
+        return None
+    entries = desired.gateway.keys
+    return table_of(resolve_entries(entries, os.environ, where="gateway.keys"), str(path))
+
+
+def publish_tenants(table: TenantTable) -> None:
+    """Hand the table to every gateway replica through the fleet registry."""
+    import ray
+
+    from serve_apps.registry import registry_actor
+
+    ray.get(registry_actor(create=False).set_tenants.remote(table))

@@ -19,6 +19,7 @@ from cluster.manager_settings import MANAGER_DIR
 from cluster.ray_runtime import RayConnection, connect, start_local_head
 from domain.fleet_state import FleetState
 from domain.operation import OperationResult
+from domain.tenant_keys import KEYS_FILE_FACT
 from switchyard.stack_config import StackConfig
 from switchyard.teardown import STACK_FILE
 
@@ -93,6 +94,13 @@ class Stack:
         registry = registry_actor()
         registry.set_fact.remote("endpoint", info.endpoint)
         registry.set_fact.remote("dashboard_url", info.dashboard_url)
+        tenants = config.gateway.tenants
+        if tenants.tenants:
+            # The registry's copy is what `status` reads and a later reload replaces; the
+            # gateway replicas start with the same table in their settings.
+            registry.set_tenants.remote(tenants)
+            if config.keys_file is not None:
+                registry.set_fact.remote(KEYS_FILE_FACT, str(config.keys_file.resolve()))
         self._report(f"deploying the gateway on {info.endpoint} ...")
         serve.run_many(
             [

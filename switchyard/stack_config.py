@@ -47,6 +47,8 @@ class StackConfig(BaseModel):
     deploy_timeout_s: float = Field(900.0, gt=0, le=24 * 3600)
     inventory: InventoryConfig = InventoryConfig()
     """Overrides of probed node hardware (GPU model/memory/count/links, disk, RAM)."""
+    keys_file: Path | None = None
+    """The tenant keys file `up --keys` read (`switchyard keys reload` re-reads it)."""
     fake_engines: FakeEngineSettings | None = None
     """Stand-in engines instead of vLLM (`up --fake-engines`), for tests and demos."""
     ray_auth_mode: str | None = Field(
@@ -65,7 +67,7 @@ class StackConfig(BaseModel):
         clash = sorted({a for a in aliases if aliases.count(a) > 1} | (set(aliases) & set(names)))
         if clash:
             raise ValueError(f"aliases: {clash} name more than one model, or a model name")
-        if not is_loopback(self.host) and not self.gateway.api_keys:
+        if not is_loopback(self.host) and not self.gateway.has_keys:
             raise ValueError(
                 f"host={self.host!r} exposes the endpoint beyond this machine without an API "
                 "key; pass --api-key (or SWITCHYARD_API_KEY) or keep --host 127.0.0.1"

@@ -36,6 +36,7 @@ MODULE_ORDER: tuple[str, ...] = (
     "e2e/test_fleet_operations.py",
     "faults/test_gateway_faults.py",
     "e2e/test_fleet_file.py",
+    "integration/test_tenants.py",
     # The real stack: read-only users, then the story's swap, then a killed engine.
     "integration/test_serving_plane.py",
     "integration/test_openai_surface.py",

@@ -43,7 +43,13 @@ def collect(address: str) -> StatusReport:
 
     from cluster.metrics_targets import RAY_SD_FILE
     from cluster.ray_runtime import connect
-    from domain.status_report import MetricsStatus, ModelStatus, StatusReport
+    from domain.status_report import (
+        KeyUsage,
+        MetricsStatus,
+        ModelStatus,
+        StatusReport,
+        TenantsStatus,
+    )
     from serve_apps.registry import registry_actor
 
     connect(address)
@@ -51,7 +57,14 @@ def collect(address: str) -> StatusReport:
         registry = registry_actor(create=False)
     except ValueError:
         raise UserInputError(f"no Switchyard stack runs on {address} (no registry actor)") from None
-    table, facts = ray.get([registry.table.remote(), registry.facts.remote()])
+    table, facts, tenants, usage = ray.get(
+        [
+            registry.table.remote(),
+            registry.facts.remote(),
+            registry.tenants.remote(-1),
+            registry.tenant_usage.remote(),
+        ]
+    )
     models = [
         ModelStatus(
             name=r.name,
@@ -77,6 +90,13 @@ def collect(address: str) -> StatusReport:
         inventory=inventory,
         operation=operation,
         last_swap=last_swap,
+        tenants=None
+        if tenants is None
+        else TenantsStatus(
+            source=tenants.source or None,
+            keys=len(tenants.tenants),
+            top=[KeyUsage.model_validate(u) for u in usage],
+        ),
     )
 
 
@@ -178,6 +198,14 @@ def run(args: argparse.Namespace) -> int:
             f"last swap: {swap.old} -> {swap.new} ({strategy}, {swap.outcome.value}); "
             f"aliases without a model: {unavailable or '-'}"
         )
+    if status.tenants is not None:
+        tenants = status.tenants
+        top = ", ".join(
+            f"{u.name} {u.requests} req / {u.tokens} tok"
+            + (f" ({u.rejections} refused)" if u.rejections else "")
+            for u in tenants.top
+        )
+        console.print(f"keys: {tenants.keys} from {tenants.source}; top users (60 s): {top or '-'}")
     if status.operation is not None:
         console.print(
             f"running: {status.operation.kind.value} {status.operation.op_id}: "

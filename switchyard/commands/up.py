@@ -63,6 +63,15 @@ def register(subparsers: Any) -> None:
         metavar="KEY",
         help="accepted bearer token (repeatable; also $SWITCHYARD_API_KEY, comma-separated)",
     )
+    parser.add_argument(
+        "--keys",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="tenant keys (YAML `keys:` entries: name, key_env or key_sha256, models, "
+        "requests_per_minute, tokens_per_minute; see docs/tenants.md) instead of --api-key; "
+        "`switchyard keys reload` re-reads it",
+    )
     parser.add_argument("--accelerator", choices=("auto", "gpu", "cpu"), default="auto")
     parser.add_argument(
         "--tp", type=int, default=None, help="tensor parallel size of every model (default 1)"
@@ -107,7 +116,34 @@ def _api_keys(args: argparse.Namespace) -> list[str]:
     return keys
 
 
-def build_config(args: argparse.Namespace) -> Any:
+def _tenants(args: argparse.Namespace, fleet_keys: Any) -> dict[str, Any]:
+    """The gateway's tenant table from `--keys` or the fleet file's `gateway.keys`, checked
+    against `--api-key`/SWITCHYARD_API_KEY (one kind of key per stack)."""
+    from dataclasses import asdict
+
+    from domain.tenant_keys import read_keys_file, resolve_entries, table_of
+
+    keys_file = getattr(args, "keys", None)
+    if keys_file is not None and fleet_keys is not None:
+        raise UserInputError(
+            "--keys: the fleet file has gateway.keys already; give the keys in one place"
+        )
+    if keys_file is None and fleet_keys is None:
+        return {}
+    flag = "--keys" if keys_file is not None else "gateway.keys"
+    if args.api_keys or os.environ.get("SWITCHYARD_API_KEY", "").strip():
+        raise UserInputError(
+            f"{flag}: cannot be combined with --api-key or SWITCHYARD_API_KEY; list every "
+            "key in the keys file (an entry with key_env: SWITCHYARD_API_KEY keeps that one)"
+        )
+    if keys_file is not None:
+        table = read_keys_file(keys_file, os.environ)
+    else:
+        table = table_of(resolve_entries(fleet_keys, os.environ, where=flag), str(args.file))
+    return asdict(table)
+
+
+def build_config(args: argparse.Namespace, fleet_keys: Any = None) -> Any:
     from pydantic import ValidationError
 
     from cluster.node_probe.gpu_presence import has_nvidia_gpu
@@ -173,6 +209,7 @@ def build_config(args: argparse.Namespace) -> Any:
                 "accelerator": {"kind": accelerator},
             }
         )
+    tenants = _tenants(args, fleet_keys)
     inventory: dict[str, Any] = {}
     if getattr(args, "inventory", None) is not None:
         from cluster.node_probe.overrides import read_inventory_file
@@ -191,9 +228,11 @@ def build_config(args: argparse.Namespace) -> Any:
                 "gateway": {
                     "api_keys": _api_keys(args),
                     "replicas": getattr(args, "gateway_replicas", 1),
+                    **({"tenants": tenants} if tenants else {}),
                 },
                 "local_head": {"port": args.ray_port, "dashboard_port": args.dashboard_port},
                 "ray_auth_mode": os.environ.get("RAY_AUTH_MODE") or None,
+                "keys_file": getattr(args, "keys", None),
                 "fake_engines": {} if getattr(args, "fake_engines", False) else None,
             }
         )
@@ -207,13 +246,13 @@ def run(args: argparse.Namespace) -> int:
     from cluster.cluster_port import DeployFailed
     from switchyard.stack import Stack
 
-    config = build_config(args)
     fleet = None
     if args.file is not None:
         from switchyard.commands.diff import read_checked_fleet_file
 
         # Read and validated before anything starts: a bad file changes nothing.
         fleet = read_checked_fleet_file(args.file)
+    config = build_config(args, fleet[0].gateway.keys if fleet is not None else None)
     console = Console(stderr=True)
 
     def say(line: str) -> None:
@@ -272,7 +311,7 @@ def run(args: argparse.Namespace) -> int:
     if info.dashboard_url:
         out.print(f"  Ray dashboard: {info.dashboard_url}")
     first = _first_alias(config, fleet[0] if fleet is not None else None)
-    auth = ' -H "Authorization: Bearer $SWITCHYARD_API_KEY"' if config.gateway.api_keys else ""
+    auth = ' -H "Authorization: Bearer $SWITCHYARD_API_KEY"' if config.gateway.has_keys else ""
     out.print(
         f"  try: curl {info.endpoint}/v1/chat/completions -H 'Content-Type: application/json'{auth}"
         f' -d \'{{"model": "{first}", "messages": [{{"role": "user", "content": '

@@ -298,7 +298,34 @@ def dashboards() -> tuple[Dashboard, ...]:
         ),
         "What swaps did: phase durations, outcomes, and the requests held while aliases moved.",
     )
-    return (fleet, throughput, latency, engine, swaps)
+    tenants = Dashboard(
+        "switchyard-tenants",
+        "Switchyard / Tenants",
+        (
+            Panel(
+                "Requests/s per key",
+                (Target(q.rate(m.KEY_REQUESTS, ("key", "outcome")), "{{key}} {{outcome}}"),),
+                unit="reqps",
+                description=m.KEY_REQUESTS.description,
+            ),
+            Panel(
+                "Tokens/s per key",
+                (
+                    Target(q.rate(m.KEY_PROMPT_TOKENS, ("key",)), "{{key}} prompt"),
+                    Target(q.rate(m.KEY_GENERATED_TOKENS, ("key",)), "{{key}} generated"),
+                ),
+                unit="tok/s",
+            ),
+            Panel(
+                "Rejections/s per key and reason",
+                (Target(q.rate(m.KEY_REJECTIONS, ("key", "reason")), "{{key}} {{reason}}"),),
+                unit="reqps",
+                description=m.KEY_REJECTIONS.description,
+            ),
+        ),
+        "Per tenant key (by name, never the key): requests, tokens and quota rejections.",
+    )
+    return (fleet, throughput, latency, engine, swaps, tenants)
 
 
 # ---------------------------------------------------------------- Grafana JSON

@@ -5,7 +5,8 @@
   or the whole real path: serving, bad input against the engine, secure defaults,
   observability, the story's hot swap under load, a killed engine.
 - the fake stack: the same models and aliases on fake engine replicas (`up --fake-engines`,
-  starting in a second), two gateway replicas and an inventory file. For tests whose
+  starting in a second), two gateway replicas, an inventory file and a tenant keys file
+  (`up --keys`: the suite's key as tenant `suite`, read from `SUITE_KEY_ENV`). For tests whose
   subject is the gateway, routing, holds, status, inventory or fleet operations.
 
 Modules that change a stack (swaps, kills) run after those that only read it; the order is
@@ -55,6 +56,18 @@ def inventory_file(state_dir: Path) -> Path:
     return path
 
 
+SUITE_KEY_ENV = "SWITCHYARD_SUITE_KEY"
+"""The variable the fake stack's keys file reads the suite's key from (`key_env`)."""
+
+
+def keys_file(state_dir: Path) -> Path:
+    """The fake stack's tenants: only the suite's key, every model, no quota (the tenant
+    tests reload others and put this file back)."""
+    path = state_dir / "keys.yaml"
+    path.write_text(f"keys:\n  - name: suite\n    key_env: {SUITE_KEY_ENV}\n")
+    return path
+
+
 def real_up_args() -> tuple[str, ...]:
     return (*_models(), "--max-model-len", str(MAX_MODEL_LEN))
 
@@ -68,6 +81,8 @@ def fake_up_args(state_dir: Path) -> tuple[str, ...]:
         str(inventory_file(state_dir)),
         "--gateway-replicas",
         "2",
+        "--keys",
+        str(keys_file(state_dir)),
     )
 
 
@@ -77,9 +92,14 @@ manager's samples see a change within seconds, so tests wait less for them."""
 
 
 def serving(state_dir: Path, up_args: tuple[str, ...]) -> Iterator[RunningStack]:
-    """Start a stack with `up_args`, yield it, then stop it and check nothing is left."""
-    running = RunningStack.on_free_ports(state_dir, api_key=API_KEY)
+    """Start a stack with `up_args`, yield it, then stop it and check nothing is left. The
+    suite's key goes in as `--api-key`, or, where `up_args` name a keys file, as the
+    variable its entry reads."""
+    with_keys_file = "--keys" in up_args
+    running = RunningStack.on_free_ports(state_dir, api_key=None if with_keys_file else API_KEY)
     running.env["RAY_metrics_report_interval_ms"] = str(METRICS_REPORT_INTERVAL_MS)
+    if with_keys_file:
+        running.env[SUITE_KEY_ENV] = API_KEY
     try:
         result = running.up(*up_args)
         assert result.returncode == 0, result.stdout + result.stderr

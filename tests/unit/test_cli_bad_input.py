@@ -207,3 +207,77 @@ def test_an_api_key_no_bearer_header_can_carry_is_refused_without_echoing_it(
     assert "api_keys" in line and "API key #2" in line, line
     if key:
         assert key not in line
+
+
+# ---------------------------------------------------------------- tenant keys
+
+
+def _keys_file(tmp_path: Path, text: str = "keys:\n  - {name: alice, key_env: ALICE_KEY}\n") -> str:
+    path = tmp_path / "keys.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_keys_with_an_api_key_flag_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALICE_KEY", "sk-alice")
+    line = _refusal(["up", "--keys", _keys_file(tmp_path), "--api-key", "sk-other"], capsys)
+    assert "--keys" in line and "--api-key" in line and "sk-other" not in line
+
+
+def test_keys_with_switchyard_api_key_set_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALICE_KEY", "sk-alice")
+    monkeypatch.setenv("SWITCHYARD_API_KEY", "sk-env")
+    line = _refusal(["up", "--keys", _keys_file(tmp_path)], capsys)
+    assert "SWITCHYARD_API_KEY" in line and "sk-env" not in line
+
+
+def test_a_key_env_that_is_unset_exits_2_naming_the_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = _refusal(["up", "--keys", _keys_file(tmp_path)], capsys)
+    assert "(alice).key_env" in line and "ALICE_KEY" in line
+
+
+def test_a_fleet_files_gateway_keys_with_keys_flag_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALICE_KEY", "sk-alice")
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("models: []\ngateway:\n  keys:\n    - {name: bob, key_env: ALICE_KEY}\n")
+    line = _refusal(["up", "-f", str(fleet), "--keys", _keys_file(tmp_path)], capsys)
+    assert "gateway.keys" in line
+
+
+def test_a_fleet_files_gateway_keys_with_an_unset_key_env_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("models: []\ngateway:\n  keys:\n    - {name: bob, key_env: BOB_UNSET}\n")
+    line = _refusal(["up", "-f", str(fleet)], capsys)
+    assert "(bob).key_env" in line
+
+
+def test_keys_reload_of_a_bad_file_exits_2_before_connecting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = _refusal(["keys", "reload", _keys_file(tmp_path, "keys: [{name: a}]\n")], capsys)
+    assert "key_env and key_sha256" in line
+
+
+def test_a_valid_keys_file_reaches_the_stack_with_digests_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from switchyard.cli import build_parser
+    from switchyard.commands import up
+
+    monkeypatch.setenv("ALICE_KEY", "sk-alice")
+    args = build_parser().parse_args(["up", "--keys", _keys_file(tmp_path)])
+    config = up.build_config(args)
+    (alice,) = config.gateway.tenants.tenants
+    assert alice.name == "alice" and len(alice.key_sha256) == 64
+    assert "sk-alice" not in config.model_dump_json()
+    assert config.keys_file is not None

@@ -157,6 +157,8 @@ async def serving(
     *,
     script: Script = completion,
     running: dict[str, int] | None = None,
+    metrics: Any = None,
+    tenant_sync: Any = None,
     **settings: Any,
 ) -> AsyncIterator[Harness]:
     registry = FakeRegistry(table if table is not None else table_of(route("a")))
@@ -170,6 +172,8 @@ async def serving(
         replicas,
         backend,
         parse_request,
+        metrics=metrics,
+        tenants=tenant_sync,
     )
     gateway.start()
     try:

@@ -1,31 +1,29 @@
-"""Bearer-token check: any configured key is accepted, compared in constant time."""
+"""Bearer-token check: any configured key is accepted, as the tenant it belongs to."""
 
 from __future__ import annotations
 
-import hmac
-
 import pytest
-from pydantic import SecretStr
 
-from serve_apps.api_keys import ApiKeyCheck
+from domain.tenant_keys import TenantTable, api_key_tenants, table_of
+from serve_apps.tenant_gate import OPEN, TenantGate
 
 
-def _check(*keys: str) -> ApiKeyCheck:
-    return ApiKeyCheck(tuple(SecretStr(k) for k in keys))
+def _gate(*keys: str) -> TenantGate:
+    return TenantGate(table_of(api_key_tenants(keys), "--api-key") if keys else TenantTable())
 
 
 @pytest.mark.parametrize("authorization", [None, "", "Bearer x", "Basic abc"])
 def test_without_keys_everything_is_allowed(authorization: str | None) -> None:
-    check = _check()
-    assert not check.enabled
-    assert check.allows(authorization)
+    gate = _gate()
+    assert not gate.enabled
+    assert gate.authenticate(authorization) is OPEN
 
 
-def test_any_of_several_keys_is_accepted() -> None:
-    check = _check("alpha-key", "beta-key", "gamma-key")
-    assert check.enabled
-    for key in ("alpha-key", "beta-key", "gamma-key"):
-        assert check.allows(f"Bearer {key}")
+def test_any_of_several_keys_is_accepted_as_its_own_tenant() -> None:
+    gate = _gate("alpha-key", "beta-key", "gamma-key")
+    assert gate.enabled
+    names = [gate.authenticate(f"Bearer {k}") for k in ("alpha-key", "beta-key", "gamma-key")]
+    assert [t.name for t in names if t is not None] == ["api-key-1", "api-key-2", "api-key-3"]
 
 
 @pytest.mark.parametrize(
@@ -44,32 +42,23 @@ def test_any_of_several_keys_is_accepted() -> None:
     ],
 )
 def test_missing_wrong_or_non_bearer_credentials_are_refused(authorization: str | None) -> None:
-    assert not _check("alpha-key", "beta-key").allows(authorization)
+    assert _gate("alpha-key", "beta-key").authenticate(authorization) is None
 
 
 def test_whitespace_around_the_token_is_ignored() -> None:
-    assert _check("alpha-key").allows("Bearer  alpha-key ")
+    assert _gate("alpha-key").authenticate("Bearer  alpha-key ") is not None
 
 
 def test_non_ascii_keys_are_compared_as_utf8() -> None:
-    assert _check("cl\u00e9-secr\u00e8te").allows("Bearer cl\u00e9-secr\u00e8te")
-    assert not _check("cl\u00e9-secr\u00e8te").allows("Bearer cle-secrete")
+    assert _gate("cl\u00e9-secr\u00e8te").authenticate("Bearer cl\u00e9-secr\u00e8te") is not None
+    assert _gate("cl\u00e9-secr\u00e8te").authenticate("Bearer cle-secrete") is None
 
 
-def test_every_key_is_compared_even_when_the_first_matches(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    compared: list[bytes] = []
-    real = hmac.compare_digest
-
-    def counting(a: bytes, b: bytes) -> bool:
-        compared.append(b)
-        return real(a, b)
-
-    monkeypatch.setattr("serve_apps.api_keys.hmac.compare_digest", counting)
-    check = _check("k1", "k2", "k3")
-    assert check.allows("Bearer k1")
-    assert compared == [b"k1", b"k2", b"k3"]
-    compared.clear()
-    assert not check.allows("Bearer nope")
-    assert compared == [b"k1", b"k2", b"k3"]
+def test_a_newer_table_replaces_the_keys_and_an_older_one_is_ignored() -> None:
+    gate = _gate("old-key")
+    newer = table_of(api_key_tenants(("new-key",)), "reload")
+    assert gate.offer(newer)
+    assert gate.authenticate("Bearer new-key") is not None
+    assert gate.authenticate("Bearer old-key") is None
+    assert not gate.offer(TenantTable(version=1, tenants=api_key_tenants(("old-key",))))
+    assert gate.authenticate("Bearer old-key") is None

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import SecretStr, ValidationError
+from pydantic import ValidationError
 
-from serve_apps.api_keys import ApiKeyCheck
+from domain.tenant_keys import api_key_tenants, key_digest, table_of
+from serve_apps.tenant_gate import TenantGate
 from switchyard.cli import main
 from switchyard.commands import up
 from switchyard.stack_config import StackConfig
@@ -138,8 +139,8 @@ def test_up_accepts_0000_with_a_key_and_token_auth(monkeypatch: pytest.MonkeyPat
 def test_api_keys_are_only_ever_compared_with_hmac_compare_digest(
     monkeypatch: pytest.MonkeyPatch, offered: str
 ) -> None:
-    # Every comparison, whatever the offered key's length, goes through compare_digest
-    # (`==` on bytes returns early at the first difference or on a length mismatch).
+    # Every comparison, whatever the offered key's length, goes through compare_digest, on
+    # SHA-256 digests (same length whatever the key), against every key.
     calls: list[tuple[bytes, bytes]] = []
     real = hmac.compare_digest
 
@@ -147,8 +148,9 @@ def test_api_keys_are_only_ever_compared_with_hmac_compare_digest(
         calls.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr("serve_apps.api_keys.hmac.compare_digest", recording)
+    monkeypatch.setattr("serve_apps.tenant_gate.hmac.compare_digest", recording)
     keys = ("key-of-the-same-len", "second")
-    check = ApiKeyCheck(tuple(SecretStr(k) for k in keys))
-    assert check.allows(f"Bearer {offered}") == (offered in keys)
-    assert calls == [(offered.encode(), k.encode()) for k in keys]
+    gate = TenantGate(table_of(api_key_tenants(keys), "--api-key"))
+    assert (gate.authenticate(f"Bearer {offered}") is not None) == (offered in keys)
+    digest = bytes.fromhex(key_digest(offered))
+    assert calls == [(digest, bytes.fromhex(key_digest(k))) for k in keys]

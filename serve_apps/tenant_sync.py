@@ -1,0 +1,79 @@
+"""A gateway replica's exchange with the fleet registry about tenants, once a period.
+
+Each round: take the registry's tenant table if it is newer (`switchyard keys reload`
+publishes one there), then trade this replica's usage since the last round for the other
+replicas' windows (`tenant_gate.py` explains why decisions never wait for this). A failed
+round keeps the replica's counts for the next one, and the gate keeps deciding on the last
+figures it had.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+
+from domain.tenant_keys import TenantTable
+from serve_apps.loop_task import LoopTask
+from serve_apps.tenant_gate import RemoteUsage, TenantGate, UsageDelta
+
+log = logging.getLogger(__name__)
+
+FetchTenants = Callable[[int], Awaitable[TenantTable | None]]
+"""(version this replica has) -> a newer table, or None."""
+ExchangeUsage = Callable[[str, UsageDelta], Awaitable[RemoteUsage]]
+"""(replica id, this replica's delta) -> the other replicas' windows."""
+
+
+class TenantSync:
+    def __init__(
+        self,
+        gate: TenantGate,
+        fetch: FetchTenants,
+        exchange: ExchangeUsage,
+        *,
+        period_s: float,
+    ) -> None:
+        self._gate = gate
+        self._fetch = fetch
+        self._exchange = exchange
+        self._period_s = period_s
+        self._replica_id = uuid.uuid4().hex[:12]
+        self._loop = LoopTask(self._run)
+
+    def start(self) -> None:
+        self._loop.start()
+
+    async def stop(self) -> None:
+        await self._loop.stop()
+
+    async def round(self) -> None:
+        table = await self._fetch(self._gate.table.version)
+        if table is not None and self._gate.offer(table):
+            # Names only: a key (or its digest) never goes to the log.
+            log.info(
+                "tenant table %d from %s: %s",
+                table.version,
+                table.source or "?",
+                ", ".join(t.name for t in table.tenants) or "no keys (open)",
+            )
+        if not self._gate.enabled:
+            return
+        delta = self._gate.take_delta()
+        try:
+            remote = await self._exchange(self._replica_id, delta)
+        except BaseException:
+            self._gate.restore_delta(delta)
+            raise
+        self._gate.set_remote(remote)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.round()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("tenant exchange with the registry failed; retrying")
+            await asyncio.sleep(self._period_s)
