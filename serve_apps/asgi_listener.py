@@ -30,7 +30,15 @@ class AsgiListener:
     the kernel spreads connections among them), as gateway replicas do.
     """
 
-    def __init__(self, app: Any, host: str, port: int = 0, *, share_port: bool = False) -> None:
+    def __init__(
+        self,
+        app: Any,
+        host: str,
+        port: int = 0,
+        *,
+        share_port: bool = False,
+        tls_files: tuple[str, str] | None = None,
+    ) -> None:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self._socket = socket.socket(family, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -52,6 +60,9 @@ class AsgiListener:
                 log_config=None,
                 # Gateways keep their connections open between requests.
                 timeout_keep_alive=300,
+                # (certificate chain, key) files: uvicorn reads them once, when it starts.
+                ssl_certfile=tls_files[0] if tls_files else None,
+                ssl_keyfile=tls_files[1] if tls_files else None,
             )
         )
         self._task: asyncio.Task[None] | None = None
@@ -59,7 +70,8 @@ class AsgiListener:
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        scheme = "https" if self._server.config.ssl_certfile else "http"
+        return f"{scheme}://{host}:{self.port}"
 
     async def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(

@@ -162,14 +162,20 @@ class DirectHttpBackend:
         self._session: Any = None
 
     def stream(
-        self, route: ModelRoute, method: Method, request: Any, body: Mapping[str, Any]
+        self,
+        route: ModelRoute,
+        method: Method,
+        request: Any,
+        body: Mapping[str, Any],
+        *,
+        request_id: str = "",
     ) -> AsyncIterator[Any]:
         candidates = self._candidates(route.app_name)
         if not candidates:
-            return self._fallback.stream(route, method, request, body)
+            return self._fallback.stream(route, method, request, body, request_id=request_id)
         # Least requests in flight from this gateway: the engines' queues stay even.
         endpoint = min(candidates, key=lambda e: self._load[e.url])
-        return self._stream_http(endpoint, route, method, request, body)
+        return self._stream_http(endpoint, route, method, request, body, request_id)
 
     def _candidates(self, app_name: str) -> list[EngineEndpoint]:
         now = time.monotonic()
@@ -204,6 +210,7 @@ class DirectHttpBackend:
         method: Method,
         request: Any,
         body: Mapping[str, Any],
+        request_id: str = "",
     ) -> AsyncIterator[Any]:
         import aiohttp
 
@@ -216,6 +223,7 @@ class DirectHttpBackend:
                     headers={
                         "Authorization": f"Bearer {endpoint.token}",
                         "Content-Type": "application/json",
+                        **({"X-Request-Id": request_id} if request_id else {}),
                     },
                 )
             except (aiohttp.ClientConnectionError, TimeoutError) as exc:
@@ -223,7 +231,9 @@ class DirectHttpBackend:
                 # handle path knows how to wait for, or refuse, a replaced replica.
                 self._mark_failed(endpoint.url)
                 log.warning("engine %s unreachable (%r); using the handle", endpoint.url, exc)
-                async for item in self._fallback.stream(route, method, request, body):
+                async for item in self._fallback.stream(
+                    route, method, request, body, request_id=request_id
+                ):
                     yield item
                 return
             self._sent_direct += 1

@@ -9,6 +9,7 @@ Ray Serve wraps it in `gateway_app.py`.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -25,7 +26,7 @@ from serve_apps.gateway_errors import (
     routing_error,
     unavailable,
 )
-from serve_apps.gateway_guard import GatewayGuard, tenant_of
+from serve_apps.gateway_guard import GatewayGuard, request_id_of, tenant_of
 from serve_apps.gateway_metrics import (
     DiscardGatewayMetrics,
     GatewayMetrics,
@@ -41,12 +42,15 @@ from serve_apps.model_list import model_entry, model_list
 from serve_apps.openai_errors import GatewayError
 from serve_apps.replica_health import ReplicaHealthView
 from serve_apps.request_forwarding import RequestForwarder
+from serve_apps.request_id import engine_request_id
 from serve_apps.request_timing import RequestTiming
 from serve_apps.route_resolver import RouteResolver
 from serve_apps.route_view import RouteView
 from serve_apps.stream_usage import request_usage
 from serve_apps.tenant_gate import TenantGate
 from serve_apps.tenant_sync import ExchangeUsage, FetchTenants, TenantSync
+
+log = logging.getLogger(__name__)
 
 STREAMING_METHODS: frozenset[Method] = frozenset({"chat", "completions", "responses"})
 
@@ -212,9 +216,20 @@ class Gateway:
 
     async def _handle(self, request: Request, method: Method) -> Response:
         timing = RequestTiming()
+        timing.request_id, chosen = request_id_of(request.scope)
+        timing.engine_request_id = engine_request_id(timing.request_id, chosen)
         try:
             return await self._handle_timed(request, method, timing)
         except GatewayError as error:
+            # One line per refused request, by id: what a client quoting its id is told.
+            log.info(
+                "request %s (key %s, model %s) refused: %d %s",
+                timing.request_id,
+                timing.tenant or "-",
+                timing.model,
+                error.status,
+                error.code or "",
+            )
             self._metrics.request_finished(
                 timing.record(outcome_of_status(error.status), error.status)
             )

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+import os
+import tempfile
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from domain.tenant_keys import TenantTable
@@ -130,6 +134,24 @@ async def running_replicas_from_status() -> Mapping[str, int]:
     }
 
 
+@contextlib.contextmanager
+def tls_files(settings: GatewaySettings) -> Iterator[tuple[str, str] | None]:
+    """The settings' certificate and key as files readable by this process only, for as
+    long as uvicorn takes to load them (it reads them once, at start), then removed: the
+    key never stays on the node's disk."""
+    if settings.tls_cert_pem is None or settings.tls_key_pem is None:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="switchyard-tls-") as directory:
+        os.chmod(directory, 0o700)
+        cert, key = Path(directory, "cert.pem"), Path(directory, "key.pem")
+        cert.write_text(settings.tls_cert_pem)
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(settings.tls_key_pem.get_secret_value())
+        yield str(cert), str(key)
+
+
 class GatewayReplica:
     """One gateway replica: composes a Gateway from its settings and serves it on the
     endpoint's host and port itself.
@@ -170,8 +192,11 @@ class GatewayReplica:
         self._gateway.start()
         if self._endpoints is not None:
             self._endpoints.start()
-        self._listener = AsgiListener(self._gateway.app, host, port, share_port=True)
-        await self._listener.start()
+        with tls_files(settings) as files:
+            self._listener = AsgiListener(
+                self._gateway.app, host, port, share_port=True, tls_files=files
+            )
+            await self._listener.start()
 
     async def check_health(self) -> None:
         if not self._listener.serving:
@@ -204,6 +229,8 @@ def build_gateway_app(settings: GatewaySettings, host: str, port: int) -> Applic
     # as Ray task arguments (never logged by Switchyard).
     payload = settings.model_dump(mode="json")
     payload["api_keys"] = [k.get_secret_value() for k in settings.api_keys]
+    if settings.tls_key_pem is not None:
+        payload["tls_key_pem"] = settings.tls_key_pem.get_secret_value()
     import json
 
     return deployment.bind(json.dumps(payload), host, port)

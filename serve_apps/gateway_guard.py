@@ -9,6 +9,7 @@ from domain.tenant_keys import Tenant
 from serve_apps.gateway_errors import body_too_large, error_response
 from serve_apps.gateway_metrics import GatewayMetrics, RequestOutcome
 from serve_apps.openai_errors import GatewayError
+from serve_apps.request_id import HEADER, request_id_from
 from serve_apps.request_timing import RequestTiming
 from serve_apps.tenant_gate import Rejection, TenantGate
 
@@ -20,12 +21,19 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 # Health probes answer without a key: load balancers and monitors send none.
 _OPEN_PATHS = frozenset({"/health", "/-/healthz", "/-/routes"})
 _TENANT = "switchyard.tenant"
+_REQUEST_ID = "switchyard.request_id"
 
 
 def tenant_of(scope: Scope) -> Tenant:
     """The tenant the guard authenticated for this request."""
     tenant: Tenant = scope["state"][_TENANT]
     return tenant
+
+
+def request_id_of(scope: Scope) -> tuple[str, bool]:
+    """(the request's id, whether the client chose it): `request_id.py`."""
+    found: tuple[str, bool] = scope["state"][_REQUEST_ID]
+    return found
 
 
 class GatewayGuard:
@@ -49,6 +57,9 @@ class GatewayGuard:
             await self._app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        request_id, chosen = request_id_from(headers.get(HEADER))
+        scope.setdefault("state", {})[_REQUEST_ID] = (request_id, chosen)
+        send = _with_request_id(send, request_id.encode())
         tenant = self._gate.authenticate(headers.get("authorization"))
         if tenant is None:
             error = GatewayError(
@@ -62,7 +73,7 @@ class GatewayGuard:
             self._metrics.key_rejected("-", Rejection.INVALID_KEY.value)
             await response(scope, receive, send)
             return
-        scope.setdefault("state", {})[_TENANT] = tenant
+        scope["state"][_TENANT] = tenant
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > self._max_body_bytes:
             self._refused(413)
@@ -72,3 +83,14 @@ class GatewayGuard:
 
     def _refused(self, status: int) -> None:
         self._metrics.request_finished(RequestTiming().record(RequestOutcome.CLIENT_ERROR, status))
+
+
+def _with_request_id(send: Send, request_id: bytes) -> Send:
+    """`send` that puts `X-Request-Id` on the answer's headers, whatever answers."""
+
+    async def sending(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message["headers"] = [*message.get("headers", []), (HEADER.encode(), request_id)]
+        await send(message)
+
+    return sending

@@ -44,6 +44,12 @@ class GatewaySettings(BaseModel):
         description="how often each gateway replica trades tenant usage with the others: "
         "together they may overshoot a quota by what they admit in this long",
     )
+    tls_cert_pem: str | None = Field(
+        None, description="the endpoint's certificate chain (PEM; `up --tls-cert`): HTTPS"
+    )
+    tls_key_pem: SecretStr | None = Field(
+        None, description="the certificate's private key (PEM; `up --tls-key`)"
+    )
     health_poll_s: float = Field(1.0, gt=0, le=60, description="replica health refresh period")
     replicas: int = Field(1, ge=1, le=64, description="gateway replicas")
     direct_streaming: bool = Field(
@@ -72,6 +78,16 @@ class GatewaySettings(BaseModel):
                 "file (--keys, gateway.keys), not both"
             )
         return self
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> GatewaySettings:
+        if (self.tls_cert_pem is None) != (self.tls_key_pem is None):
+            raise ValueError("tls: give both the certificate and its key, or neither")
+        return self
+
+    @property
+    def tls(self) -> bool:
+        return self.tls_cert_pem is not None
 
     def initial_tenants(self) -> TenantTable:
         """What the endpoint accepts until the registry has a newer table: the keys file's

@@ -19,9 +19,16 @@ travels on the direct path only."""
 
 class ModelBackend(Protocol):
     def stream(
-        self, route: ModelRoute, method: Method, request: Any, body: Mapping[str, Any]
+        self,
+        route: ModelRoute,
+        method: Method,
+        request: Any,
+        body: Mapping[str, Any],
+        *,
+        request_id: str = "",
     ) -> AsyncIterator[Any]:
-        """`request` is the parsed request, `body` the JSON object it was parsed from.
+        """`request` is the parsed request, `body` the JSON object it was parsed from,
+        `request_id` the id the engine should know it by (`request_id.py`; "" for its own).
 
         Yield the model server's outputs: lists of SSE strings when streaming, else one
         response object; an object with an `.error` attribute is an OpenAI error."""
@@ -52,8 +59,15 @@ class ServeHandleBackend:
         return handle
 
     def stream(
-        self, route: ModelRoute, method: Method, request: Any, body: Mapping[str, Any]
+        self,
+        route: ModelRoute,
+        method: Method,
+        request: Any,
+        body: Mapping[str, Any],
+        *,
+        request_id: str = "",
     ) -> AsyncIterator[Any]:
+        # Serve makes its own request ids; the gateway's is in the gateway's log lines.
         if method not in HANDLE_METHODS:
             # Only reached when no engine endpoint is registered yet (a replica starting)
             # or every one just failed: the same transient state a 503 tells clients about.

@@ -67,7 +67,11 @@ class RequestForwarder:
 
         try:
             try:
-                outputs = aiter(self._backend.stream(route, method, parsed, body))
+                outputs = aiter(
+                    self._backend.stream(
+                        route, method, parsed, body, request_id=timing.engine_request_id
+                    )
+                )
                 first = await asyncio.wait_for(anext(outputs), self._settings.first_chunk_timeout_s)
             except TimeoutError:
                 raise self._unavailable(
@@ -130,7 +134,8 @@ class RequestForwarder:
         except Exception as exc:
             # Headers are sent; the only honest signal left is an error event in the stream.
             log.warning(
-                "stream from %s broke after %.1f s: %s",
+                "request %s: stream from %s broke after %.1f s: %s",
+                timing.request_id,
                 route.name,
                 time.monotonic() - started,
                 exc,

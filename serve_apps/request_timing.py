@@ -15,6 +15,9 @@ class RequestTiming:
     model: str = NO_MODEL
     alias: str = ""
     tenant: str = ""
+    request_id: str = ""
+    engine_request_id: str = ""
+    """What the engine knows the request as (`request_id.py`)."""
     strip_usage: bool = False
     """The gateway asked the engine for a usage report the client did not ask for."""
     usage: Usage = field(default_factory=Usage)

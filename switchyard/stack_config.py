@@ -107,7 +107,8 @@ class StackConfig(BaseModel):
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.port}"
+        scheme = "https" if self.gateway.tls else "http"
+        return f"{scheme}://{host}:{self.port}"
 
 
 def default_name_for(source: str) -> str:

@@ -55,7 +55,8 @@ def run_prometheus(args: argparse.Namespace) -> int:
     import yaml
 
     from cluster.metrics_targets import service_discovery_file
-    from switchyard.observability.dashboards import prometheus_config
+    from switchyard.observability.alert_rules import alert_rules_file
+    from switchyard.observability.dashboards import ALERTS_FILE, prometheus_config
     from switchyard.observability.status_metrics import PROMETHEUS_URL_FILE
     from switchyard.stack_config import default_state_dir
 
@@ -69,6 +70,7 @@ def run_prometheus(args: argparse.Namespace) -> int:
     home = state_dir / "prometheus"
     home.mkdir(parents=True, exist_ok=True)
     config = home / "prometheus.yml"
+    (home / ALERTS_FILE).write_text(yaml.safe_dump(alert_rules_file(), sort_keys=False))
     config.write_text(
         yaml.safe_dump(prometheus_config(str(sd_file), args.scrape_interval_s), sort_keys=False)
     )

@@ -72,6 +72,16 @@ def register(subparsers: Any) -> None:
         "requests_per_minute, tokens_per_minute; see docs/tenants.md) instead of --api-key; "
         "`switchyard keys reload` re-reads it",
     )
+    parser.add_argument(
+        "--tls-cert",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="serve the endpoint over HTTPS with this certificate chain (PEM; with --tls-key)",
+    )
+    parser.add_argument(
+        "--tls-key", type=Path, default=None, metavar="FILE", help="the certificate's key (PEM)"
+    )
     parser.add_argument("--accelerator", choices=("auto", "gpu", "cpu"), default="auto")
     parser.add_argument(
         "--tp", type=int, default=None, help="tensor parallel size of every model (default 1)"
@@ -141,6 +151,27 @@ def _tenants(args: argparse.Namespace, fleet_keys: Any) -> dict[str, Any]:
     else:
         table = table_of(resolve_entries(fleet_keys, os.environ, where=flag), str(args.file))
     return asdict(table)
+
+
+def _tls(args: argparse.Namespace) -> dict[str, str]:
+    """The certificate and key's PEM text, checked to load as a pair before anything starts."""
+    import ssl
+
+    cert, key = getattr(args, "tls_cert", None), getattr(args, "tls_key", None)
+    if cert is None and key is None:
+        return {}
+    if cert is None or key is None:
+        given, missing = ("--tls-cert", "--tls-key") if cert else ("--tls-key", "--tls-cert")
+        raise UserInputError(f"{given}: needs {missing} too (the certificate and its key)")
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+        return {"tls_cert_pem": cert.read_text(), "tls_key_pem": key.read_text()}
+    except (OSError, ssl.SSLError, UnicodeDecodeError) as exc:
+        # Never the files' text: the key's file is a secret.
+        raise UserInputError(
+            f"--tls-cert/--tls-key: {cert} and {key} do not load as a PEM certificate chain "
+            f"and its private key ({type(exc).__name__}: {getattr(exc, 'strerror', None) or exc})"
+        ) from None
 
 
 def build_config(args: argparse.Namespace, fleet_keys: Any = None) -> Any:
@@ -229,6 +260,7 @@ def build_config(args: argparse.Namespace, fleet_keys: Any = None) -> Any:
                     "api_keys": _api_keys(args),
                     "replicas": getattr(args, "gateway_replicas", 1),
                     **({"tenants": tenants} if tenants else {}),
+                    **_tls(args),
                 },
                 "local_head": {"port": args.ray_port, "dashboard_port": args.dashboard_port},
                 "ray_auth_mode": os.environ.get("RAY_AUTH_MODE") or None,
@@ -311,7 +343,13 @@ def run(args: argparse.Namespace) -> int:
     if info.dashboard_url:
         out.print(f"  Ray dashboard: {info.dashboard_url}")
     first = _first_alias(config, fleet[0] if fleet is not None else None)
-    auth = ' -H "Authorization: Bearer $SWITCHYARD_API_KEY"' if config.gateway.has_keys else ""
+    auth = ""
+    if config.gateway.api_keys:
+        auth = ' -H "Authorization: Bearer $SWITCHYARD_API_KEY"'
+    elif config.gateway.has_keys:
+        auth = ' -H "Authorization: Bearer $YOUR_KEY"'
+    if config.gateway.tls:
+        auth += f" --cacert {args.tls_cert}"
     out.print(
         f"  try: curl {info.endpoint}/v1/chat/completions -H 'Content-Type: application/json'{auth}"
         f' -d \'{{"model": "{first}", "messages": [{{"role": "user", "content": '

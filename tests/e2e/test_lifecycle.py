@@ -5,7 +5,9 @@
 - a foreground `switchyard up` (what `make run` runs) whose cluster is stopped by `down`
   from another terminal notices, says so and exits 0, without Ray's error spew (here the
   head is half dead too: one stack start serves both);
-- Ctrl-C while `up` is starting leaves nothing running.
+- Ctrl-C while `up` is starting leaves nothing running;
+- (riding on the first test's stack) `up --tls-cert --tls-key` serves its endpoint over HTTPS
+  only, and says so.
 
 Real Ray, Serve and gateway; the engines are fake ones (`--fake-engines`): the subject is
 the lifecycle, not vLLM (`make run` with a real engine is test_make_run.py).
@@ -15,16 +17,19 @@ from __future__ import annotations
 
 import json
 import signal
+import ssl
 import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 
 from tests.support.running_stack import SWITCHYARD, RunningStack, stack_env
+from tests.support.tls_cert import self_signed
 from tests.support.waiting import wait_until
 
 DOWN_BOUND_S = 45.0
@@ -122,13 +127,25 @@ def _named(running: RunningStack, name: str) -> list[psutil.Process]:
     return found
 
 
+def _check_https_only(running: RunningStack, cert: Path, output: str) -> None:
+    url = f"https://127.0.0.1:{running.port}"
+    assert f"Switchyard is serving on {url}/v1" in output, output[-2000:]
+    context = ssl.create_default_context(cafile=str(cert))
+    health = httpx.get(f"{url}/health", verify=context, timeout=30)
+    assert health.status_code == 200
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://127.0.0.1:{running.port}/health", timeout=10)
+
+
 def test_a_half_dead_head_stopped_elsewhere_ends_the_foreground_up_and_down_is_bounded(
-    running: RunningStack,
+    running: RunningStack, tmp_path: Path
 ) -> None:
     # `make run` in one terminal; its head loses its raylet; `switchyard down` in another.
-    up = Foreground(running)
+    cert, key = self_signed(tmp_path)
+    up = Foreground(running, "--tls-cert", str(cert), "--tls-key", str(key))
     try:
         up.wait_for("Press Ctrl-C to stop.", 300)
+        _check_https_only(running, cert, up.output)
         (raylet,) = _named(running, "raylet")
         raylet.kill()
         raylet.wait(10)

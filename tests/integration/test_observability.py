@@ -127,6 +127,19 @@ def test_prometheus_finds_every_node_agent_through_the_service_discovery_file(
     assert healthy, targets
 
 
+def test_prometheus_loads_and_evaluates_every_alert_rule(observed: Observed) -> None:
+    from switchyard.observability.alert_rules import alert_rules
+
+    def loaded() -> list[dict[str, object]]:
+        with urllib.request.urlopen(f"{observed.prometheus_url}/api/v1/rules", timeout=30) as r:
+            groups = json.loads(r.read())["data"]["groups"]
+        return [rule for group in groups for rule in group["rules"]]
+
+    # Evaluated once at least (every scrape interval): health is "ok", not "unknown".
+    wait_until(lambda: all(r.get("health") == "ok" for r in loaded()), 60)
+    assert {r["name"] for r in loaded()} == {rule.name for rule in alert_rules()}
+
+
 def test_every_dashboard_expression_returns_data(observed: Observed) -> None:
     empty = [
         expr

@@ -1,10 +1,12 @@
 """The OpenAI surface beyond chat and completions, through the official `openai` client on
 the real stack (vLLM CPU engines; Kimi serves `default`, Llama `small`), and every body the
 gateway returns checked against OpenAI's pinned schemas (tests/support/openai_openapi/).
-Read-only on the shared real stack."""
+Also what production clients expect of the stream: a client that goes away mid-stream
+aborts its request on the engine. Read-only on the shared real stack."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
@@ -14,6 +16,7 @@ import pytest
 from tests.support import shared_stacks
 from tests.support.openai_schema import schema_errors
 from tests.support.running_stack import RunningStack
+from tests.support.waiting import wait_until
 
 KIMI, LLAMA = shared_stacks.KIMI, shared_stacks.LLAMA
 API_KEY = shared_stacks.API_KEY
@@ -152,3 +155,48 @@ def test_the_model_list_and_a_model_validate(stack: RunningStack) -> None:
     assert schema_errors("ListModelsResponse", listed) == []
     one = httpx.get(f"{stack.base_url}/models/default", headers=AUTH, timeout=30).json()
     assert schema_errors("Model", one) == []
+
+
+def _engine_series(stack: RunningStack, name: str, model: str) -> float:
+    """The sum of a vLLM series for `model` over every node's metrics agent."""
+    from urllib.request import urlopen
+
+    from cluster.metrics_targets import scrape_targets, service_discovery_file
+
+    total = 0.0
+    for target in scrape_targets(service_discovery_file(stack.state_dir)):
+        with urlopen(f"http://{target}/metrics", timeout=10) as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith(name + "{") and f'model_name="{model}"' in line:
+                    total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_a_client_that_disconnects_mid_stream_aborts_its_request_on_the_engine(
+    stack: RunningStack,
+) -> None:
+    generated = "ray_vllm_generation_tokens_total"
+    running = "ray_vllm_num_requests_running"
+    before = _engine_series(stack, generated, LLAMA)
+    body = {
+        "model": "small",
+        "prompt": "Count",
+        "max_tokens": 240,
+        "ignore_eos": True,
+        "n": 4,
+        "stream": True,
+    }
+    with (
+        httpx.Client(timeout=60) as client,
+        client.stream("POST", f"{stack.base_url}/completions", json=body, headers=AUTH) as reply,
+    ):
+        assert reply.status_code == 200
+        for count, _ in enumerate(reply.iter_raw(), start=1):
+            if count >= 3:
+                break  # leaving the block closes the connection mid-stream
+    # Ray exports the engine's metrics every 2 s on the suite's stacks: wait for a report
+    # newer than the disconnect, then the request must be gone and cut short.
+    time.sleep(5)
+    wait_until(lambda: _engine_series(stack, running, LLAMA) == 0, 30)
+    made = _engine_series(stack, generated, LLAMA) - before
+    assert made < 4 * 240 / 2, f"the engine generated {made:.0f} of 960 tokens: not aborted"

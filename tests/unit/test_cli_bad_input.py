@@ -281,3 +281,37 @@ def test_a_valid_keys_file_reaches_the_stack_with_digests_only(
     assert alice.name == "alice" and len(alice.key_sha256) == 64
     assert "sk-alice" not in config.model_dump_json()
     assert config.keys_file is not None
+
+
+# ---------------------------------------------------------------- TLS
+
+
+def test_a_tls_certificate_without_its_key_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cert = tmp_path / "cert.pem"
+    cert.write_text("x")
+    line = _refusal(["up", "--tls-cert", str(cert)], capsys)
+    assert "--tls-cert: needs --tls-key" in line
+
+
+def test_files_that_are_not_a_certificate_and_key_exit_2_without_their_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.write_text("not a certificate")
+    key.write_text("PRIVATE-KEY-TEXT")
+    line = _refusal(["up", "--tls-cert", str(cert), "--tls-key", str(key)], capsys)
+    assert "do not load as a PEM certificate chain" in line and "PRIVATE-KEY-TEXT" not in line
+
+
+def test_a_tls_pair_makes_the_endpoint_https(tmp_path: Path) -> None:
+    from switchyard.cli import build_parser
+    from switchyard.commands import up
+    from tests.support.tls_cert import self_signed
+
+    cert, key = self_signed(tmp_path)
+    args = build_parser().parse_args(["up", "--tls-cert", str(cert), "--tls-key", str(key)])
+    config = up.build_config(args)
+    assert config.endpoint.startswith("https://127.0.0.1:")
+    assert key.read_text() not in repr(config)

@@ -92,11 +92,19 @@ def completion(route: ModelRoute, method: Method, request: Any) -> AsyncIterator
 class FakeBackend:
     script: Script = completion
     calls: list[tuple[ModelRoute, Method, Any]] = field(default_factory=list)
+    request_ids: list[str] = field(default_factory=list)
 
     def stream(
-        self, route: ModelRoute, method: Method, request: Any, body: Mapping[str, Any]
+        self,
+        route: ModelRoute,
+        method: Method,
+        request: Any,
+        body: Mapping[str, Any],
+        *,
+        request_id: str = "",
     ) -> AsyncIterator[Any]:
         self.calls.append((route, method, request))
+        self.request_ids.append(request_id)
         return self.script(route, method, request)
 
     def requests_by_path(self) -> Mapping[str, int]:

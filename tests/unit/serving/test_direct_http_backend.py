@@ -103,7 +103,7 @@ class FallbackBackend:
     calls: int = 0
 
     def stream(
-        self, route: ModelRoute, method: Method, request: Any, body: Mapping[str, Any]
+        self, route: ModelRoute, method: Method, request: Any, body: Mapping[str, Any], **_: Any
     ) -> AsyncIterator[Any]:
         self.calls += 1
 

@@ -58,7 +58,7 @@ class EchoBackend:
     """A model that answers every request it is given: SSE chunks when asked to stream."""
 
     def stream(
-        self, route: ModelRoute, method: Method, request: Any, body: Mapping[str, Any]
+        self, route: ModelRoute, method: Method, request: Any, body: Mapping[str, Any], **_: Any
     ) -> AsyncIterator[Any]:
         return self._answer(route, request)
 
