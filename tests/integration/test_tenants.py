@@ -20,7 +20,7 @@ import pytest
 
 from cluster.metrics_targets import scrape_targets, service_discovery_file
 from tests.support.running_stack import SWITCHYARD, RunningStack, stack_env
-from tests.support.shared_stacks import API_KEY, KIMI, LLAMA, SUITE_KEY_ENV
+from tests.support.shared_stacks import API_KEY, SUITE_KEY_ENV
 from tests.support.waiting import wait_until
 
 ALICE_KEY, BOB_KEY = "sk-tenant-alice-7f3a", "sk-tenant-bob-91c2"
@@ -76,7 +76,7 @@ def _chat(stack: RunningStack, key: str, model: str, max_tokens: int = 4) -> htt
 
 def test_a_key_uses_its_alias_and_nothing_else(stack: RunningStack) -> None:
     assert _chat(stack, ALICE_KEY, "small").status_code in (200, 429)
-    refused = _chat(stack, ALICE_KEY, KIMI)
+    refused = _chat(stack, ALICE_KEY, "default")
     assert refused.status_code == 404
     assert refused.json()["error"]["code"] == "model_not_found"
     listed = httpx.get(f"{stack.base_url}/models", headers={"Authorization": f"Bearer {ALICE_KEY}"})
@@ -97,10 +97,10 @@ def test_requests_per_minute_hold_across_both_gateway_replicas(stack: RunningSta
 
 
 def test_tokens_per_minute_count_the_engines_usage(stack: RunningStack) -> None:
-    first = _chat(stack, BOB_KEY, LLAMA, max_tokens=40)
+    first = _chat(stack, BOB_KEY, "small", max_tokens=40)
     assert first.status_code == 200 and first.json()["usage"]["total_tokens"] >= 40
     time.sleep(1.3)
-    second = _chat(stack, BOB_KEY, LLAMA)
+    second = _chat(stack, BOB_KEY, "small")
     assert second.status_code == 429 and "tokens" in second.json()["error"]["message"]
 
 
@@ -154,3 +154,36 @@ def test_no_key_reaches_logs_metrics_or_status(stack: RunningStack) -> None:
     for key in (ALICE_KEY, BOB_KEY, API_KEY):
         assert key not in status and key not in metrics
         assert key not in logs, "a key is in the session's logs"
+
+
+def test_a_fleet_files_gateway_keys_are_published_by_apply(
+    stack: RunningStack, tmp_path: Path
+) -> None:
+    exported = subprocess.run(
+        [SWITCHYARD, "export", "--state-dir", str(stack.state_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=stack_env(stack.state_dir),
+        check=True,
+    ).stdout
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(
+        exported
+        + "gateway:\n  keys:\n"
+        + f"    - {{name: suite, key_env: {SUITE_KEY_ENV}}}\n"
+        + "    - {name: dora, key_env: ALICE_KEY, models: [default]}\n"
+    )
+    env = {**stack_env(stack.state_dir), **ENV}
+    applied = subprocess.run(
+        [SWITCHYARD, "apply", "-f", str(fleet), "--state-dir", str(stack.state_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=False,
+    )
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    # ALICE_KEY is now dora's: `default` only, no quota (alice's limit is gone with her).
+    wait_until(lambda: _chat(stack, ALICE_KEY, "default").status_code == 200, 10)
+    assert _chat(stack, ALICE_KEY, "small").status_code == 404
