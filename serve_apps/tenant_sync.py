@@ -9,13 +9,12 @@ figures it had.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
 
 from domain.tenant_keys import TenantTable
-from serve_apps.loop_task import LoopTask
+from serve_apps.periodic_refresh import PeriodicRefresh
 from serve_apps.tenant_gate import RemoteUsage, TenantGate, UsageDelta
 
 log = logging.getLogger(__name__)
@@ -38,15 +37,14 @@ class TenantSync:
         self._gate = gate
         self._fetch = fetch
         self._exchange = exchange
-        self._period_s = period_s
         self._replica_id = uuid.uuid4().hex[:12]
-        self._loop = LoopTask(self._run)
+        self._refresh = PeriodicRefresh(self.round, None, period_s=period_s, what="tenant exchange")
 
     def start(self) -> None:
-        self._loop.start()
+        self._refresh.start()
 
     async def stop(self) -> None:
-        await self._loop.stop()
+        await self._refresh.stop()
 
     async def round(self) -> None:
         table = await self._fetch(self._gate.table.version)
@@ -67,13 +65,3 @@ class TenantSync:
             self._gate.restore_delta(delta)
             raise
         self._gate.set_remote(remote)
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.round()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("tenant exchange with the registry failed; retrying")
-            await asyncio.sleep(self._period_s)
