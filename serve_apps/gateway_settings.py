@@ -42,7 +42,7 @@ class GatewaySettings(BaseModel):
         gt=0,
         le=60,
         description="how often each gateway replica trades tenant usage with the others: "
-        "together they may overshoot a quota by what they admit in this long",
+        "together they may overshoot a quota by what they admit in twice this long",
     )
     tls_cert_pem: str | None = Field(
         None, description="the endpoint's certificate chain (PEM; `up --tls-cert`): HTTPS"

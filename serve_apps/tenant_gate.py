@@ -5,8 +5,9 @@ once a second, the other replicas' usage (`tenant_sync.py`). Quotas are sliding 
 windows kept per second: a request counts when it is admitted, its tokens (prompt +
 generated, from the engine's usage report) when its answer ends. A replica decides on its
 own counts plus the others' as of the last exchange, so no request waits on a Ray call; the
-price is that replicas can together overshoot a limit by what they admit in one exchange
-period (`quota_sync_s`, 1 s by default) before they hear of each other.
+price is that a count reaches the other replicas within two exchange periods
+(`quota_sync_s`, 1 s by default: one to send, one to fetch), and replicas can together
+overshoot a limit by what they admit in that time.
 """
 
 from __future__ import annotations

@@ -78,12 +78,17 @@ def test_streaming_chat_yields_chunks_then_finishes(client: openai.OpenAI) -> No
         messages=[{"role": "user", "content": "Count"}],
         max_tokens=12,
         stream=True,
+        stream_options={"include_usage": True},
         extra_body={"ignore_eos": True},
     )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    assert len(chunks) >= 12
-    assert chunks[-1].choices[0].finish_reason == "length"
+    # vLLM merges the deltas a slow reader has not taken yet into one chunk (its output
+    # collector), so a busy machine may see fewer chunks than tokens: count the tokens.
+    usage = chunks[-1].usage
+    assert usage is not None and usage.completion_tokens == 12
+    assert len([c for c in chunks if c.choices]) >= 2
+    assert [c for c in chunks if c.choices][-1].choices[0].finish_reason == "length"
     assert isinstance(text, str)
 
 
