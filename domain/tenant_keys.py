@@ -122,9 +122,6 @@ class TenantTable:
     def open(self) -> bool:
         return not self.tenants
 
-    def by_digest(self) -> dict[str, Tenant]:
-        return {t.key_sha256: t for t in self.tenants}
-
 
 def key_digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()

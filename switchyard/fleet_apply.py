@@ -60,16 +60,24 @@ def step_request(change: dict[str, Any], desired: FleetFile) -> OperationRequest
 
 
 def apply_fleet(
-    address: str, path: Path, desired: FleetFile, sha256: str, *, dry_run: bool, as_json: bool
+    address: str,
+    path: Path,
+    desired: FleetFile,
+    sha256: str,
+    *,
+    dry_run: bool,
+    as_json: bool,
+    publish_keys: bool = True,
 ) -> int:
-    """Plan, then (unless `dry_run`) run the plan's steps; the exit code."""
+    """Plan, then (unless `dry_run`) run the plan's steps; the exit code. `publish_keys`:
+    hand the file's `gateway.keys` to the gateways (`up -f` started them with those)."""
     import ray
 
     from switchyard.commands.diff import print_plan
     from switchyard.fleet_client import connect_manager, follow_operation, print_event
 
     # Resolved before anything connects: an unset key_env changes nothing.
-    tenants = fleet_tenants(desired, path)
+    tenants = fleet_tenants(desired, path) if publish_keys else None
     manager = connect_manager(address)
     plan: dict[str, Any] = ray.get(manager.plan_fleet.remote(desired)).to_json()
     if tenants is not None and plan["admitted"] and not dry_run:

@@ -126,14 +126,16 @@ def _api_keys(args: argparse.Namespace) -> list[str]:
     return keys
 
 
-def _tenants(args: argparse.Namespace, fleet_keys: Any) -> dict[str, Any]:
+def _tenants(args: argparse.Namespace, fleet: Any) -> dict[str, Any]:
     """The gateway's tenant table from `--keys` or the fleet file's `gateway.keys`, checked
     against `--api-key`/SWITCHYARD_API_KEY (one kind of key per stack)."""
     from dataclasses import asdict
 
-    from domain.tenant_keys import read_keys_file, resolve_entries, table_of
+    from domain.tenant_keys import read_keys_file
+    from switchyard.fleet_apply import fleet_tenants
 
     keys_file = getattr(args, "keys", None)
+    fleet_keys = fleet.gateway.keys if fleet is not None else None
     if keys_file is not None and fleet_keys is not None:
         raise UserInputError(
             "--keys: the fleet file has gateway.keys already; give the keys in one place"
@@ -146,10 +148,12 @@ def _tenants(args: argparse.Namespace, fleet_keys: Any) -> dict[str, Any]:
             f"{flag}: cannot be combined with --api-key or SWITCHYARD_API_KEY; list every "
             "key in the keys file (an entry with key_env: SWITCHYARD_API_KEY keeps that one)"
         )
-    if keys_file is not None:
-        table = read_keys_file(keys_file, os.environ)
-    else:
-        table = table_of(resolve_entries(fleet_keys, os.environ, where=flag), str(args.file))
+    table = (
+        read_keys_file(keys_file, os.environ)
+        if keys_file is not None
+        else fleet_tenants(fleet, args.file)
+    )
+    assert table is not None  # the file has gateway.keys, or --keys was given
     return asdict(table)
 
 
@@ -174,7 +178,7 @@ def _tls(args: argparse.Namespace) -> dict[str, str]:
         ) from None
 
 
-def build_config(args: argparse.Namespace, fleet_keys: Any = None) -> Any:
+def build_config(args: argparse.Namespace, fleet: Any = None) -> Any:
     from pydantic import ValidationError
 
     from cluster.node_probe.gpu_presence import has_nvidia_gpu
@@ -240,7 +244,7 @@ def build_config(args: argparse.Namespace, fleet_keys: Any = None) -> Any:
                 "accelerator": {"kind": accelerator},
             }
         )
-    tenants = _tenants(args, fleet_keys)
+    tenants = _tenants(args, fleet)
     inventory: dict[str, Any] = {}
     if getattr(args, "inventory", None) is not None:
         from cluster.node_probe.overrides import read_inventory_file
@@ -284,7 +288,7 @@ def run(args: argparse.Namespace) -> int:
 
         # Read and validated before anything starts: a bad file changes nothing.
         fleet = read_checked_fleet_file(args.file)
-    config = build_config(args, fleet[0].gateway.keys if fleet is not None else None)
+    config = build_config(args, fleet[0] if fleet is not None else None)
     console = Console(stderr=True)
 
     def say(line: str) -> None:
@@ -317,8 +321,15 @@ def run(args: argparse.Namespace) -> int:
 
             desired, sha256 = fleet
             say(f"applying {args.file} ...")
+            # The gateway started with the file's keys already (build_config).
             applied = apply_fleet(
-                info.address, args.file, desired, sha256, dry_run=False, as_json=False
+                info.address,
+                args.file,
+                desired,
+                sha256,
+                dry_run=False,
+                as_json=False,
+                publish_keys=False,
             )
             if applied != ExitCode.OK:
                 say(
