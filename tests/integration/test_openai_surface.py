@@ -159,16 +159,10 @@ def test_the_model_list_and_a_model_validate(stack: RunningStack) -> None:
 
 def _engine_series(stack: RunningStack, name: str, model: str) -> float:
     """The sum of a vLLM series for `model` over every node's metrics agent."""
-    from urllib.request import urlopen
-
-    from cluster.metrics_targets import scrape_targets, service_discovery_file
-
     total = 0.0
-    for target in scrape_targets(service_discovery_file(stack.state_dir)):
-        with urlopen(f"http://{target}/metrics", timeout=10) as response:
-            for line in response.read().decode().splitlines():
-                if line.startswith(name + "{") and f'model_name="{model}"' in line:
-                    total += float(line.rsplit(" ", 1)[1])
+    for line in stack.metrics_text().splitlines():
+        if line.startswith(name + "{") and f'model_name="{model}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
     return total
 
 

@@ -13,13 +13,11 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.request import urlopen
 
 import httpx
 import pytest
 
-from cluster.metrics_targets import scrape_targets, service_discovery_file
-from tests.support.running_stack import SWITCHYARD, RunningStack, stack_env
+from tests.support.running_stack import RunningStack
 from tests.support.shared_stacks import API_KEY, SUITE_KEY_ENV
 from tests.support.waiting import wait_until
 
@@ -52,15 +50,7 @@ def stack(
 
 
 def _keys(stack: RunningStack, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**stack_env(stack.state_dir), **ENV}
-    return subprocess.run(
-        [SWITCHYARD, "keys", *args, "--state-dir", str(stack.state_dir)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
+    return stack.cli("keys", *args, timeout_s=120, env=ENV)
 
 
 def _chat(stack: RunningStack, key: str, model: str, max_tokens: int = 4) -> httpx.Response:
@@ -107,17 +97,9 @@ def test_tokens_per_minute_count_the_engines_usage(stack: RunningStack) -> None:
     assert second.status_code == 429 and "tokens" in second.json()["error"]["message"]
 
 
-def _agents_text(stack: RunningStack) -> str:
-    texts = []
-    for target in scrape_targets(service_discovery_file(stack.state_dir)):
-        with urlopen(f"http://{target}/metrics", timeout=10) as response:
-            texts.append(response.read().decode())
-    return "\n".join(texts)
-
-
 def test_per_key_metrics_name_the_tenant(stack: RunningStack) -> None:
     def exported() -> bool:
-        text = _agents_text(stack)
+        text = stack.metrics_text()
         return (
             "ray_switchyard_key_requests_total{" in text
             and 'key="alice"' in text
@@ -147,7 +129,7 @@ def test_a_bad_reload_changes_nothing(stack: RunningStack, tmp_path: Path) -> No
 
 def test_no_key_reaches_logs_metrics_or_status(stack: RunningStack) -> None:
     status = json.dumps(stack.status())
-    metrics = _agents_text(stack)
+    metrics = stack.metrics_text()
     logs = ""
     session = stack.session_dir()
     assert session is not None
@@ -162,14 +144,9 @@ def test_no_key_reaches_logs_metrics_or_status(stack: RunningStack) -> None:
 def test_a_fleet_files_gateway_keys_are_published_by_apply(
     stack: RunningStack, tmp_path: Path
 ) -> None:
-    exported = subprocess.run(
-        [SWITCHYARD, "export", "--state-dir", str(stack.state_dir)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=stack_env(stack.state_dir),
-        check=True,
-    ).stdout
+    export = stack.cli("export", timeout_s=120)
+    assert export.returncode == 0, export.stderr
+    exported = export.stdout
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text(
         exported
@@ -177,15 +154,7 @@ def test_a_fleet_files_gateway_keys_are_published_by_apply(
         + f"    - {{name: suite, key_env: {SUITE_KEY_ENV}}}\n"
         + "    - {name: dora, key_env: ALICE_KEY, models: [default]}\n"
     )
-    env = {**stack_env(stack.state_dir), **ENV}
-    applied = subprocess.run(
-        [SWITCHYARD, "apply", "-f", str(fleet), "--state-dir", str(stack.state_dir)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        check=False,
-    )
+    applied = stack.cli("apply", "-f", str(fleet), timeout_s=300, env=ENV)
     assert applied.returncode == 0, applied.stdout + applied.stderr
     # ALICE_KEY is now dora's: `default` only, no quota (alice's limit is gone with her).
     wait_until(lambda: _chat(stack, ALICE_KEY, "default").status_code == 200, 10)

@@ -86,16 +86,31 @@ class RunningStack:
         self.log.append(result.stdout + result.stderr)
         return result
 
-    def cli(self, *args: str, timeout_s: float = 900) -> subprocess.CompletedProcess[str]:
-        """`switchyard ARGS --state-dir DIR` against this stack, its output captured."""
+    def cli(
+        self, *args: str, timeout_s: float = 900, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """`switchyard ARGS --state-dir DIR` against this stack, its output captured; `env`
+        adds to the command's environment (a keys file's `key_env` variables)."""
         return subprocess.run(
             [SWITCHYARD, *args, "--state-dir", str(self.state_dir)],
             capture_output=True,
             text=True,
             timeout=timeout_s,
-            env=stack_env(self.state_dir),
+            env=stack_env(self.state_dir, env),
             check=False,
         )
+
+    def metrics_text(self) -> str:
+        """What every node's Ray metrics agent exports now (what Prometheus scrapes)."""
+        from urllib.request import urlopen
+
+        from cluster.metrics_targets import scrape_targets, service_discovery_file
+
+        texts = []
+        for target in scrape_targets(service_discovery_file(self.state_dir)):
+            with urlopen(f"http://{target}/metrics", timeout=10) as response:
+                texts.append(response.read().decode())
+        return "\n".join(texts)
 
     def status(self) -> dict[str, object]:
         result = subprocess.run(
