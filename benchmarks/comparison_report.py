@@ -124,12 +124,13 @@ def _p(d: Any, field: str) -> str:
     return "-" if d is None else f"{getattr(d, field):,.1f}"
 
 
-def write_markdown(path: Path, table: str) -> None:
-    block = f"{BEGIN_MARK}\n{table}\n{END_MARK}"
+def write_markdown(path: Path, table: str, *, begin: str = BEGIN_MARK, end: str = END_MARK) -> None:
+    """Replace the block between `begin` and `end` in `path` (appended when missing)."""
+    block = f"{begin}\n{table}\n{end}"
     text = path.read_text() if path.exists() else f"# Benchmarks\n\n{block}\n"
-    if BEGIN_MARK in text and END_MARK in text:
-        before, rest = text.split(BEGIN_MARK, 1)
-        _, after = rest.split(END_MARK, 1)
+    if begin in text and end in text:
+        before, rest = text.split(begin, 1)
+        _, after = rest.split(end, 1)
         text = before + block + after
     elif block not in text:
         text += f"\n{block}\n"

@@ -2,10 +2,10 @@
 
 The replica serves vLLM's OpenAI app next to its Serve handle (`direct_engine_server.py`)
 and registers the address (`engine_endpoint.py`). This backend posts the client's body there
-and passes the bytes on, whole SSE events at a time; when a model has no known endpoint, or
-its endpoint refuses the connection before answering, the request goes through the Serve
-handle instead (nothing was sent yet, so that is safe). A stream that breaks after it began
-is not retried: its tokens already reached the client.
+and passes the bytes on undecoded, whole SSE events at a time; when a model has no known
+endpoint, or its endpoint refuses the connection before answering, the request goes
+through the Serve handle instead (nothing was sent yet, so that is safe). A stream that
+breaks after it began is not retried: its tokens already reached the client.
 """
 
 from __future__ import annotations
@@ -135,6 +135,8 @@ def split_at_error_event(events: bytes) -> tuple[bytes, EngineHttpError | None]:
 
 def complete_events(buffer: bytes) -> tuple[bytes, bytes]:
     """(whole SSE events, the incomplete rest): the gateway scans whole events only."""
+    if buffer.endswith(b"\n\n"):  # the usual case: one read, whole events; no copy
+        return buffer, b""
     end = buffer.rfind(b"\n\n")
     if end < 0:
         return b"", buffer
@@ -246,18 +248,23 @@ class DirectHttpBackend:
                 if not body.get("stream"):
                     yield json.loads(await response.read())
                     return
+                # Bytes as they came (whole events), never decoded: the relay's cost is
+                # per chunk, and most chunks need nothing but a scan (relay_response.py).
                 pending = b""
                 async for data in response.content.iter_any():
-                    events, pending = complete_events(pending + data)
-                    events, error = split_at_error_event(events)
-                    if events:
-                        yield events.decode("utf-8")
-                    if error is not None:
-                        self._note_engine_error(endpoint, error)
-                        yield error
-                        return
+                    events, pending = complete_events(pending + data if pending else data)
+                    if _ERROR_EVENT in events:
+                        events, error = split_at_error_event(events)
+                        if events:
+                            yield events
+                        if error is not None:
+                            self._note_engine_error(endpoint, error)
+                            yield error
+                            return
+                    elif events:
+                        yield events
                 if pending.strip():
-                    yield pending.decode("utf-8", "replace")
+                    yield pending
         finally:
             self._load[endpoint.url] -= 1
             if not self._load[endpoint.url]:

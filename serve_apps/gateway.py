@@ -40,6 +40,7 @@ from serve_apps.json_body import parse_json_object
 from serve_apps.model_backend import HANDLE_METHODS, Method, ModelBackend
 from serve_apps.model_list import model_entry, model_list
 from serve_apps.openai_errors import GatewayError
+from serve_apps.relay_response import keep_server_send
 from serve_apps.replica_health import ReplicaHealthView
 from serve_apps.request_forwarding import RequestForwarder
 from serve_apps.request_id import engine_request_id
@@ -95,7 +96,8 @@ class Gateway:
             self._metrics,
             report_in_flight,
         )
-        self.app = self._build_app()
+        # The relay writes body chunks with the server's own send (relay_response.py).
+        self.app = keep_server_send(self._build_app())
 
     @property
     def in_flight(self) -> Counter[str]:

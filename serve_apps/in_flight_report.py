@@ -23,6 +23,11 @@ ReportInFlight = Callable[[str, int, dict[str, int]], Awaitable[None]]
 manager know when a draining deployment has finished its last request."""
 
 _REPORT_PERIOD_S = 0.2
+_HEARTBEAT_S = 1.0
+"""An unchanged report is sent again after this long: the registry trusts a report for 5 s
+and Ray forgets a gauge not set for two export intervals (2 s in the suite). A change goes
+out within `_REPORT_PERIOD_S`. Before, every report went out 5 times a second, the idle
+gateway's largest CPU cost (benchmarks/relay_capacity.py's idle figures)."""
 
 
 class InFlightReporter:
@@ -54,13 +59,21 @@ class InFlightReporter:
         await self._loop.stop()
 
     async def _run(self) -> None:
+        last: tuple[object, ...] | None = None
+        sent_at = 0.0
+        loop = asyncio.get_running_loop()
         while True:
             try:
-                self._metrics.in_flight({name: n for name, n in self._in_flight.items() if n})
-                self._metrics.held({a: n for a, n in self._held.items() if n})
-                if self._report is not None:
-                    by_app = {app: n for app, n in self._in_flight_by_app.items() if n}
-                    await self._report(self._replica_id, self._routes.table.version, by_app)
+                in_flight = {name: n for name, n in self._in_flight.items() if n}
+                held = {a: n for a, n in self._held.items() if n}
+                by_app = {app: n for app, n in self._in_flight_by_app.items() if n}
+                now = (in_flight, held, by_app, self._routes.table.version)
+                if now != last or loop.time() - sent_at >= _HEARTBEAT_S:
+                    self._metrics.in_flight(in_flight)
+                    self._metrics.held(held)
+                    if self._report is not None:
+                        await self._report(self._replica_id, self._routes.table.version, by_app)
+                    last, sent_at = now, loop.time()
             except asyncio.CancelledError:
                 raise
             except Exception:

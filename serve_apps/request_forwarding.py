@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from serve_apps.gateway_errors import model_server_error, unavailable, unsupported_endpoint
 from serve_apps.gateway_metrics import GatewayMetrics, RequestOutcome
@@ -22,10 +22,11 @@ from serve_apps.gateway_settings import GatewaySettings
 from serve_apps.model_backend import HANDLE_METHODS, Method, ModelBackend
 from serve_apps.openai_bodies import openai_body
 from serve_apps.openai_errors import GatewayError
+from serve_apps.relay_response import RelayResponse
 from serve_apps.request_timing import RequestTiming
 from serve_apps.routing_table import ModelRoute
-from serve_apps.sse_encoding import as_json, has_content, sse_error, sse_text
-from serve_apps.stream_usage import scan_events
+from serve_apps.sse_encoding import as_json, chunk_has_content, sse_error, sse_text
+from serve_apps.stream_usage import scan_chunk
 
 log = logging.getLogger(__name__)
 
@@ -97,10 +98,7 @@ class RequestForwarder:
                     timing.usage.take(payload.get("usage"))
                 self._metrics.request_finished(timing.record(RequestOutcome.OK, 200))
                 return JSONResponse(payload)
-            return StreamingResponse(
-                self._sse(route, first, outputs, release, timing),
-                media_type="text/event-stream",
-            )
+            return RelayResponse(self._sse(route, first, outputs, release, timing))
         except BaseException:
             release()
             raise
@@ -112,24 +110,29 @@ class RequestForwarder:
         outputs: AsyncIterator[Any],
         release: Callable[[], None],
         timing: RequestTiming,
-    ) -> AsyncIterator[str]:
+    ) -> AsyncIterator[bytes]:
         started = time.monotonic()
         outcome = RequestOutcome.CANCELLED
+        usage, strip = timing.usage, timing.strip_usage
         try:
             # The first chunk is the first token's (vLLM sends nothing before prefill ends).
             timing.chunk()
-            yield scan_events(sse_text(first), timing.usage, strip_usage=timing.strip_usage)
+            yield scan_chunk(_sse_bytes(first), usage, strip_usage=strip)
             async for item in outputs:
-                error = model_server_error(item, self._settings.retry_after_s)
-                if error is not None:
-                    outcome = RequestOutcome.STREAM_ERROR
-                    yield sse_error(error)
-                    return
-                text = scan_events(sse_text(item), timing.usage, strip_usage=timing.strip_usage)
-                if has_content(text):
+                # The direct path's items are the engine's bytes (the per-token case: kept
+                # to two substring scans); the handle path's are objects or text.
+                if type(item) is not bytes:
+                    error = model_server_error(item, self._settings.retry_after_s)
+                    if error is not None:
+                        outcome = RequestOutcome.STREAM_ERROR
+                        yield sse_error(error).encode()
+                        return
+                    item = _sse_bytes(item)
+                chunk = scan_chunk(item, usage, strip_usage=strip)
+                if chunk_has_content(chunk):
                     timing.chunk()
-                if text:
-                    yield text
+                if chunk:
+                    yield chunk
             outcome = RequestOutcome.OK
         except Exception as exc:
             # Headers are sent; the only honest signal left is an error event in the stream.
@@ -141,7 +144,7 @@ class RequestForwarder:
                 exc,
             )
             outcome = RequestOutcome.STREAM_ERROR
-            yield sse_error(self._backend_failure(route, exc))
+            yield sse_error(self._backend_failure(route, exc)).encode()
         finally:
             release()
             # The status line (200) went out with the first chunk, whatever happened after.
@@ -156,3 +159,7 @@ class RequestForwarder:
 
     def _unavailable(self, message: str) -> GatewayError:
         return unavailable(message, self._settings.retry_after_s)
+
+
+def _sse_bytes(item: Any) -> bytes:
+    return item if type(item) is bytes else sse_text(item).encode("utf-8")

@@ -70,6 +70,14 @@ class TenantGate:
     def enabled(self) -> bool:
         return not self._table.open
 
+    @property
+    def has_quotas(self) -> bool:
+        """Whether any tenant has a requests or tokens quota."""
+        return any(
+            t.requests_per_minute is not None or t.tokens_per_minute is not None
+            for t in self.table.tenants
+        )
+
     def offer(self, table: TenantTable) -> bool:
         """Take `table` if it is newer than the one in use (a reload); True if taken."""
         if table.version <= self._table.version:

@@ -59,6 +59,10 @@ class TenantSync:
         if not self._gate.enabled:
             return
         delta = self._gate.take_delta()
+        if not delta and not self._gate.has_quotas:
+            # Nothing to tell the registry, and no quota needs the others' counts: an idle
+            # replica makes no call (one per second per replica, every second).
+            return
         try:
             remote = await self._exchange(self._replica_id, delta)
         except BaseException:

@@ -157,10 +157,11 @@ async def test_a_stream_is_passed_on_in_whole_sse_events(engine: Any) -> None:
     app, listener = engine
     backend, fallback = backend_with(endpoint_at(listener.url))
     items = await collect(backend, {"model": "m", "prompt": "hi", "stream": True})
-    assert "".join(items) == (
-        'data: {"choices":[{"text":"a"}]}\n\ndata: {"choices":[{"text":"b"}]}\n\ndata: [DONE]\n\n'
+    assert b"".join(items) == (
+        b'data: {"choices":[{"text":"a"}]}\n\ndata: {"choices":[{"text":"b"}]}\n\ndata: [DONE]\n\n'
     )
-    assert all(item.endswith("\n\n") for item in items)
+    # Whole events, as the engine's bytes: the relay never decodes them.
+    assert all(isinstance(item, bytes) and item.endswith(b"\n\n") for item in items)
     assert fallback.calls == 0
     assert app.bodies == [{"model": "m", "prompt": "hi", "stream": True}]
 
@@ -206,7 +207,7 @@ async def test_an_error_event_after_tokens_ends_the_stream_after_those_tokens(
     _, listener = engine
     backend, _ = backend_with(endpoint_at(listener.url))
     items = await collect(backend, {"model": "m", "prompt": "dies-later", "stream": True})
-    assert items[0] == 'data: {"choices":[{"text":"a"}]}\n\n'
+    assert items[0] == b'data: {"choices":[{"text":"a"}]}\n\n'
     assert len(items) == 2
     error = model_server_error(items[1], retry_after_s=5)
     assert error is not None and error.status == 503

@@ -1,0 +1,358 @@
+"""How many streamed tokens one gateway core relays: Switchyard's gateway against a plain proxy.
+
+One `switchyard up --fake-engines` stack serves a fake engine replica (serve_apps/fake_engine.py:
+vLLM's chunk format, one SSE event per token, a token every 10 ms, almost no CPU of its own).
+The same emitter is then loaded three ways, alternating round by round so drift on this
+shared machine hits all three alike:
+
+  engine      the client straight to the emitter's own port (what relaying adds is measured
+              against this)
+  nginx       the emitter behind nginx (Debian's package, one worker, `proxy_buffering off`):
+              the floor of what relaying costs
+  switchyard  the emitter behind Switchyard's gateway replica (auth, routing, usage scan,
+              metrics; what users get)
+
+For each level it records relayed output tokens/s and the CPU seconds of each process
+(psutil, before/after), so the figure that matters, the relay's CPU per relayed chunk, does
+not depend on how busy the machine was. Results: benchmarks/results/relay_capacity.json and
+the block between the markers in BENCHMARKS.md.
+
+    apt-get install nginx-light     # once
+    .venv/bin/python benchmarks/relay_capacity.py
+    .venv/bin/python benchmarks/relay_capacity.py --concurrency 32 --rounds 1   # quick look
+
+Not a test: nothing here asserts a number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from comparison_report import load_average, machine, write_markdown
+from comparison_systems import free_port, process_group, wait_ready
+from cpu_accounting import cpu_by_role, cpu_seconds, group_scope, own_cpu_seconds
+from cpu_accounting import ray_session_scope as session_scope
+
+from switchyard.bench.client import Endpoint
+from switchyard.bench.load import run_level
+from switchyard.bench.metrics import summarize
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+BEGIN = "<!-- relay_capacity:begin -->"
+END = "<!-- relay_capacity:end -->"
+API_KEY = "sk-relay-bench"
+SYSTEMS = ("engine", "nginx", "switchyard")
+GATEWAY_ROLE = "ray::ServeReplica:switchyard-gateway"
+"""The gateway replica's process title starts with this (Ray sets it)."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--concurrency", type=lambda s: tuple(int(x) for x in s.split(",")), default=(16, 64, 128)
+    )
+    parser.add_argument("--output-len", type=int, default=128)
+    parser.add_argument("--requests-per-stream", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/switchyard-relay-capacity"))
+    parser.add_argument("--results", type=Path, default=REPO_ROOT / "benchmarks/results")
+    parser.add_argument("--markdown", type=Path, default=REPO_ROOT / "BENCHMARKS.md")
+    parser.add_argument("--label", default="", help="a name for this run in the JSON record")
+    return parser.parse_args(argv)
+
+
+@contextmanager
+def switchyard_stack(
+    workdir: Path,
+    model: str = "miniature:llama",
+    *,
+    fake_engines: bool = True,
+    env: dict[str, str] | None = None,
+) -> Iterator[tuple[str, Path]]:
+    """(the gateway's base URL, the stack's state directory) of a running stack, by default
+    on a fake engine; stopped (`switchyard down`) on exit."""
+    switchyard = str(Path(sys.executable).with_name("switchyard"))
+    state = workdir / "switchyard"
+    port = free_port()
+    env = {**os.environ, **(env or {}), "SWITCHYARD_HOME": str(state), "HF_HUB_OFFLINE": "1"}
+    env.pop("RAY_ADDRESS", None)
+    up = [
+        switchyard, "up", "--detach", *(["--fake-engines"] if fake_engines else []),
+        "--model", model, "--api-key", API_KEY, "--port", str(port), "--ray-port", str(free_port()),
+        "--dashboard-port", str(free_port()), "--state-dir", str(state),
+    ]  # fmt: skip
+    try:
+        with (workdir / "switchyard.log").open("wb") as log:
+            subprocess.run(up, stdout=log, stderr=subprocess.STDOUT, env=env, check=True)
+        yield f"http://127.0.0.1:{port}/v1", state
+    finally:
+        subprocess.run(
+            [switchyard, "down", "--state-dir", str(state)],
+            env=env, capture_output=True, timeout=300, check=False,
+        )  # fmt: skip
+
+
+def engine_endpoint(state: Path) -> tuple[str, str]:
+    """(URL, bearer token) of the fake engine's direct port, from the fleet registry."""
+    marker = json.loads((state / "local_head.json").read_text())
+    code = (
+        "import json, sys\n"
+        "from cluster.ray_runtime import connect\n"
+        "connect(sys.argv[1])\n"
+        "import ray\n"
+        "from serve_apps.registry import registry_actor\n"
+        "found = ray.get(registry_actor(create=False).engine_endpoints.remote())\n"
+        "print(json.dumps([found[0].url, found[0].token]))\n"
+    )
+    # A separate process: this one stays free of a Ray driver during the measurements.
+    out = subprocess.run(
+        [sys.executable, "-c", code, marker["address"]],
+        capture_output=True, text=True, check=False, cwd=REPO_ROOT, timeout=120,
+    )  # fmt: skip
+    if out.returncode != 0:
+        raise RuntimeError(f"reading the engine endpoint failed: {out.stderr[-2000:]}")
+    url, token = json.loads(out.stdout.strip().splitlines()[-1])
+    return str(url), str(token)
+
+
+NGINX_CONF = """worker_processes 1;
+daemon off;
+error_log {dir}/nginx-error.log warn;
+pid {dir}/nginx.pid;
+events {{ worker_connections 8192; }}
+http {{
+  access_log off;
+  client_body_temp_path {dir}/body;
+  proxy_temp_path {dir}/proxy;
+  upstream emitter {{ server {upstream}; keepalive 512; }}
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{
+      proxy_pass http://emitter;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header Authorization "Bearer {token}";
+      proxy_buffering off;
+      proxy_read_timeout 300s;
+    }}
+  }}
+}}
+"""
+
+
+@contextmanager
+def nginx_proxy(workdir: Path, upstream_url: str, token: str) -> Iterator[tuple[str, int]]:
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    if not Path(nginx).exists():
+        raise SystemExit("nginx is not installed: apt-get install nginx-light")
+    port = free_port()
+    conf_dir = workdir / "nginx"
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    conf = conf_dir / "nginx.conf"
+    upstream = upstream_url.removeprefix("http://").rstrip("/")
+    conf.write_text(NGINX_CONF.format(dir=conf_dir, upstream=upstream, port=port, token=token))
+    with process_group(
+        [nginx, "-c", str(conf), "-p", str(conf_dir)], conf_dir / "nginx.log", dict(os.environ)
+    ) as proc:
+        wait_ready(f"http://127.0.0.1:{port}/health", proc, 30)
+        yield f"http://127.0.0.1:{port}/v1", proc.pid
+
+
+def measure_level(
+    endpoint: Endpoint, concurrency: int, args: argparse.Namespace, scopes: list[Any]
+) -> dict[str, Any]:
+    count = max(16, concurrency * args.requests_per_stream)
+    prompts = [f"relay benchmark prompt {i}" for i in range(count)]
+
+    def snapshot() -> dict[int, tuple[str, float]]:
+        merged: dict[int, tuple[str, float]] = {}
+        for scope in scopes:
+            merged.update(cpu_seconds(scope))
+        return merged
+
+    before, own_before = snapshot(), own_cpu_seconds()
+    run = asyncio.run(
+        run_level(
+            endpoint,
+            prompts,
+            output_len=args.output_len,
+            concurrency=concurrency,
+            request_rate_per_s=None,
+        )
+    )
+    used = cpu_by_role(before, snapshot())
+    used["load generator (bench client)"] = round(own_cpu_seconds() - own_before, 2)
+    metrics = summarize(
+        run.records,
+        duration_s=run.duration_s,
+        concurrency=concurrency,
+        request_rate_per_s=None,
+        prompt_tokens=[4] * count,
+    )
+    # One SSE event per token, plus the usage event and [DONE] of each request.
+    chunks = metrics.total_output_tokens + 2 * metrics.completed
+    return {
+        "concurrency": concurrency,
+        "requests": count,
+        "failed": metrics.failed,
+        "duration_s": round(run.duration_s, 3),
+        "output_tokens": metrics.total_output_tokens,
+        "chunks": chunks,
+        "output_tokens_per_s": round(metrics.output_tokens_per_s, 1),
+        "itl_p50_ms": round(metrics.itl.p50_ms, 2) if metrics.itl else None,
+        "cpu_s_by_role": used,
+    }
+
+
+def idle_cpu(scopes: list[Any], *, seconds: float) -> dict[str, float]:
+    """CPU seconds per second of each role with no load: what a level's figures include
+    whatever the load (the gateway's polls of the registry and Serve, Ray's reporting)."""
+    import time
+
+    before = {}
+    for scope in scopes:
+        before.update(cpu_seconds(scope))
+    time.sleep(seconds)
+    after = {}
+    for scope in scopes:
+        after.update(cpu_seconds(scope))
+    return {role: round(s / seconds, 3) for role, s in cpu_by_role(before, after).items()}
+
+
+def relay_cpu_s(level: dict[str, Any], system: str) -> float | None:
+    roles: dict[str, float] = level["cpu_s_by_role"]
+    if system == "nginx":
+        return roles.get("nginx")
+    if system == "switchyard":
+        return sum(s for role, s in roles.items() if role.startswith(GATEWAY_ROLE))
+    return None
+
+
+def summary(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per system and level: medians over the rounds."""
+    rows = []
+    for system in document["systems"]:
+        for level in document["config"]["concurrency"]:
+            runs = [
+                r for r in document["runs"] if r["system"] == system and r["concurrency"] == level
+            ]
+            if not runs:
+                continue
+            relay = [relay_cpu_s(r, system) for r in runs]
+            per_chunk = [1e6 * c / r["chunks"] for c, r in zip(relay, runs, strict=True) if c]
+            tok_per_core = [r["output_tokens"] / c for c, r in zip(relay, runs, strict=True) if c]
+            rows.append(
+                {
+                    "system": system,
+                    "concurrency": level,
+                    "rounds": len(runs),
+                    "output_tokens_per_s": statistics.median(
+                        r["output_tokens_per_s"] for r in runs
+                    ),
+                    "itl_p50_ms": statistics.median(r["itl_p50_ms"] or 0 for r in runs),
+                    "relay_cpu_us_per_chunk": statistics.median(per_chunk) if per_chunk else None,
+                    "tokens_per_relay_core_s": statistics.median(tok_per_core)
+                    if tok_per_core
+                    else None,
+                    "failed": sum(r["failed"] for r in runs),
+                }
+            )
+    return rows
+
+
+def markdown(document: dict[str, Any]) -> str:
+    lines = [
+        f"Run {document['date']} ({document['label'] or 'unlabelled'}) on "
+        f"{document['machine']['cpu']}, {document['machine']['cores']} cores; load average "
+        f"{document['load_before']} before, {document['load_after']} after.",
+        "",
+        f"Command: `{document['command']}`",
+        "",
+        f"{document['config']['output_len']} tokens per request, a token every 10 ms per "
+        f"stream, medians of {document['config']['rounds']} alternating rounds.",
+        "",
+        "| path | concurrency | relayed tok/s | ITL p50 ms | relay CPU per chunk (us) "
+        "| tokens per relay core-second | failed |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in document["summary"]:
+        per_chunk = row["relay_cpu_us_per_chunk"]
+        per_core = row["tokens_per_relay_core_s"]
+        lines.append(
+            f"| {row['system']} | {row['concurrency']} | {row['output_tokens_per_s']:,.0f} "
+            f"| {row['itl_p50_ms']:.1f} | {'-' if per_chunk is None else f'{per_chunk:.0f}'} "
+            f"| {'-' if per_core is None else f'{per_core:,.0f}'} | {row['failed']} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    systems = [s for s in args.systems.split(",") if s]
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    document: dict[str, Any] = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "label": args.label,
+        "command": " ".join(["python", "benchmarks/relay_capacity.py", *(argv or sys.argv[1:])]),
+        "machine": machine(),
+        "load_before": load_average(),
+        "config": {
+            "concurrency": list(args.concurrency),
+            "output_len": args.output_len,
+            "rounds": args.rounds,
+        },
+        "systems": systems,
+        "runs": [],
+    }
+    with switchyard_stack(args.workdir) as (gateway_url, state):
+        engine_url, token = engine_endpoint(state)
+        with nginx_proxy(args.workdir, engine_url, token) as (nginx_url, nginx_pid):
+            endpoints = {
+                "engine": Endpoint(engine_url.rstrip("/") + "/v1", "default", token),
+                "nginx": Endpoint(nginx_url, "default"),
+                "switchyard": Endpoint(gateway_url, "default", API_KEY),
+            }
+            scopes = [session_scope(state), group_scope(nginx_pid)]
+            for system in systems:  # warm every path's connections and code once
+                measure_level(endpoints[system], 8, args, scopes)
+            document["idle_cpu_s_per_s"] = idle_cpu(scopes, seconds=10.0)
+            print(f"idle CPU per second: {document['idle_cpu_s_per_s']}", flush=True)
+            for round_index in range(args.rounds):
+                order = systems if round_index % 2 == 0 else systems[::-1]
+                for system in order:
+                    for level in args.concurrency:
+                        result = measure_level(endpoints[system], level, args, scopes)
+                        result.update(system=system, round=round_index)
+                        document["runs"].append(result)
+                        print(
+                            f"round {round_index} {system} c={level}: "
+                            f"{result['output_tokens_per_s']:,.0f} tok/s, relay CPU "
+                            f"{relay_cpu_s(result, system)} s for {result['chunks']} chunks",
+                            flush=True,
+                        )
+    document["load_after"] = load_average()
+    document["summary"] = summary(document)
+    args.results.mkdir(parents=True, exist_ok=True)
+    name = f"relay_capacity{'-' + args.label if args.label else ''}.json"
+    (args.results / name).write_text(json.dumps(document, indent=2))
+    table = markdown(document)
+    print(table)
+    write_markdown(args.markdown, table, begin=BEGIN, end=END)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
