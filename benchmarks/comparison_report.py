@@ -89,12 +89,78 @@ def markdown_table(document: dict[str, Any]) -> str:
         "(ignore_eos), all requests released at once and capped by the concurrency; versions "
         f"{document['machine']['versions']}.",
         "",
+        *fairness_lines(document),
     ]
-    footer = ["", f"Start-up to first ready (cold, this run): {starts}.", *cpu_lines(document)]
+    footer = [
+        *ratio_lines(document),
+        "",
+        f"Start-up to first ready (cold, median): {starts}.",
+        *cpu_lines(document),
+    ]
     if errors:
         footer += ["", "Systems that did not finish:", *errors]
     footer += ["", "![throughput and TTFT](benchmarks/results/serving_comparison.png)"]
     return "\n".join(header + lines + footer)
+
+
+def fairness_lines(document: dict[str, Any]) -> list[str]:
+    config = document["config"]
+    if "engine_args" not in config:
+        return []
+    args = ", ".join(f"{k}={v}" for k, v in config["engine_args"].items())
+    env = ", ".join(f"{k}={v}" for k, v in config["engine_env"].items())
+    lines = [
+        f"Every engine but Ray Serve LLM's (its defaults) ran with {args}; environment {env}. "
+        f"Each row is the median of {config.get('rounds', 1)} rounds (the lower middle one for "
+        "an even count), the systems' order alternating round by round.",
+    ]
+    logged = {
+        s: _config_fields(r["engine_config"])
+        for s, r in document["systems"].items()
+        if r.get("engine_config")
+    }
+    if logged:
+        shown = ("max_seq_len", "enforce_eager", "dtype", "kv_cache_dtype", "reasoning_parser")
+        first = next(iter(logged.values()))
+        same = all(fields == first for fields in logged.values())
+        lines.append(
+            "The engines' own configuration records (vLLM's `Initializing a V1 LLM engine` "
+            f"line) are {'identical' if same else 'NOT identical'}"
+            + (f" across {', '.join(LABELS[s] for s in logged)}" if same else "")
+            + ": "
+            + ", ".join(f"{k}={first.get(k, '?')}" for k in shown)
+            + "."
+        )
+    return [*lines, ""]
+
+
+def _config_fields(line: str) -> dict[str, str]:
+    """`key=value` pairs of vLLM's configuration line (nested values kept as text)."""
+    fields: dict[str, str] = {}
+    for part in line.split(", "):
+        key, sep, value = part.partition("=")
+        if sep and key.isidentifier():
+            fields[key] = value
+    return fields
+
+
+def ratio_lines(document: dict[str, Any]) -> list[str]:
+    ratios: dict[str, Any] = document.get("ratios") or {}
+    if not ratios:
+        return []
+    lines = [
+        "",
+        "| concurrency | Switchyard / vLLM server, each round | median | TTFT p50 ms, "
+        "Switchyard / vLLM server (medians) |",
+        "|---:|---|---:|---|",
+    ]
+    for level, row in ratios.items():
+        each = ", ".join(f"{r:.2f}x" for r in row["ratios"])
+        lines.append(
+            f"| {level} | {each} | **{row['median_ratio']:.2f}x** "
+            f"| {row['ttft_p50_ms_switchyard']:.1f} / {row['ttft_p50_ms_vllm_server']:.1f} |"
+        )
+    return lines
 
 
 def cpu_lines(document: dict[str, Any]) -> list[str]:

@@ -47,7 +47,18 @@ LABELS = {
     "ray-serve-llm": "Ray Serve LLM build_openai_app",
     "switchyard": "Switchyard gateway",
 }
-ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "auto"}
+"""What Switchyard's CPU accelerator defaults give its engines (1 GiB of KV cache, vLLM's
+automatic thread binding); the other systems get the same."""
+ENGINE_ARGS: dict[str, Any] = {
+    "max_model_len": 512,
+    "max_num_seqs": 128,
+    "max_num_batched_tokens": 4096,
+    "enforce_eager": True,
+}
+"""The engine arguments every system runs with, set explicitly: vLLM picks different
+defaults for its API server than for an engine built in-process (its usage context), which
+made the first comparisons unequal. Ray Serve LLM keeps its own defaults (its baseline)."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +160,29 @@ def process_group(command: list[str], log: Path, env: dict[str, str]) -> Iterato
                 os.killpg(proc.pid, signal.SIGKILL)
 
 
+def vllm_cli_args(engine_args: dict[str, Any]) -> list[str]:
+    """`{"max_num_seqs": 128, "enforce_eager": True}` -> `--max-num-seqs 128 --enforce-eager`."""
+    out: list[str] = []
+    for key, value in engine_args.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            out.append(flag)
+        elif value is not False:
+            out += [flag, str(value)]
+    return out
+
+
+def engine_config_line(logs: list[Path]) -> str:
+    """The engine's own record of its configuration (vLLM logs it as the engine core
+    starts), so the JSON shows what each system really ran with."""
+    for log in logs:
+        with contextlib.suppress(OSError):
+            for line in log.read_text(errors="replace").splitlines():
+                if "Initializing a V1 LLM engine" in line:
+                    return line.split("with config:", 1)[-1].strip()[:2000]
+    return ""
+
+
 def engine_env() -> dict[str, str]:
     return {**os.environ, **ENGINE_ENV, "HF_HUB_OFFLINE": "1"}
 
@@ -176,12 +210,14 @@ def run_direct(run: Run) -> dict[str, Any]:
         "--output-len", str(run.args.output_len),
         "--concurrency", ",".join(map(str, run.args.concurrency)),
         "--num-warmups", str(run.args.num_warmups), "--out", str(out),
+        "--engine-args", json.dumps(ENGINE_ARGS),
     ]  # fmt: skip
     with process_group(command, run.workdir / "direct.log", engine_env()) as proc:
         proc.wait(timeout=run.args.system_timeout_s)
         if proc.returncode != 0:
             raise RuntimeError(f"direct_engine.py exited {proc.returncode}; see direct.log")
     result: dict[str, Any] = json.loads(out.read_text())
+    result["engine_config"] = engine_config_line([run.workdir / "direct.log"])
     return result
 
 
@@ -190,7 +226,10 @@ def run_vllm_server(run: Run) -> dict[str, Any]:
     command = [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server",
         "--model", str(run.model_dir), "--served-model-name", run.name,
-        "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
+        "--host", "127.0.0.1", "--port", str(port), *vllm_cli_args(ENGINE_ARGS),
+        # The reasoning parser Switchyard's recipe gives MiniMax models (policies/recipes.py),
+        # so both engines log the same configuration.
+        *(["--reasoning-parser", "minimax_m2"] if run.args.miniature.startswith("minimax") else []),
     ]  # fmt: skip
     base = f"http://127.0.0.1:{port}/v1"
     launched = time.perf_counter()
@@ -198,7 +237,8 @@ def run_vllm_server(run: Run) -> dict[str, Any]:
         wait_ready(f"{base}/models", proc, run.args.start_timeout_s)
         start_s = time.perf_counter() - launched
         levels = sweep_http(run, "vllm-server", base, run.name, group_scope(proc.pid))
-    return {"start_s": start_s, "levels": levels}
+    log = run.workdir / "vllm-server.log"
+    return {"start_s": start_s, "levels": levels, "engine_config": engine_config_line([log])}
 
 
 def run_ray_serve_llm(run: Run) -> dict[str, Any]:
@@ -238,8 +278,23 @@ def run_switchyard(run: Run) -> dict[str, Any]:
     port = free_port()
     env = {**engine_env(), "SWITCHYARD_HOME": str(state)}
     env.pop("RAY_ADDRESS", None)
+    fleet = run.workdir / "switchyard-fleet.yaml"
+    fleet.write_text(
+        json.dumps(  # JSON is YAML
+            {
+                "models": [
+                    {
+                        "name": run.name,
+                        "source": f"miniature:{run.args.miniature}",
+                        "aliases": ["default"],
+                        "engine": ENGINE_ARGS,
+                    }
+                ]
+            }
+        )
+    )
     up = [
-        switchyard, "up", "--detach", "--model", f"miniature:{run.args.miniature}",
+        switchyard, "up", "--detach", "-f", str(fleet),
         "--port", str(port), "--ray-port", str(free_port()),
         "--dashboard-port", str(free_port()), "--state-dir", str(state),
     ]  # fmt: skip
@@ -253,12 +308,14 @@ def run_switchyard(run: Run) -> dict[str, Any]:
         start_s = time.perf_counter() - launched
         base = f"http://127.0.0.1:{port}/v1"
         levels = sweep_http(run, "switchyard", base, "default", ray_session_scope(state))
+        session = json.loads((state / "local_head.json").read_text()).get("session_dir", "")
+        config = engine_config_line(sorted(Path(session, "logs").glob("worker-*")))
     finally:
         subprocess.run(
             [switchyard, "down", "--state-dir", str(state)],
             env=env, capture_output=True, timeout=300, check=False,
         )  # fmt: skip
-    return {"start_s": start_s, "levels": levels}
+    return {"start_s": start_s, "levels": levels, "engine_config": config}
 
 
 RUNNERS: dict[str, Callable[[Run], dict[str, Any]]] = {

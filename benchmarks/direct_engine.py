@@ -75,7 +75,11 @@ async def sweep(args: argparse.Namespace) -> dict[str, Any]:
     warmups, measured = ids[: args.num_warmups], ids[args.num_warmups :]
     launched = time.perf_counter()
     engine = AsyncLLM.from_engine_args(
-        AsyncEngineArgs(model=args.model_dir, served_model_name=args.name, enforce_eager=True)
+        AsyncEngineArgs(
+            model=args.model_dir,
+            served_model_name=args.name,
+            **json.loads(args.engine_args or '{"enforce_eager": true}'),
+        )
     )
     start_s = time.perf_counter() - launched
     try:
@@ -116,6 +120,7 @@ def main() -> None:
     parser.add_argument("--concurrency", required=True)
     parser.add_argument("--num-warmups", type=int, default=0)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--engine-args", default="", help="AsyncEngineArgs fields, as JSON")
     args = parser.parse_args()
     result = asyncio.run(sweep(args))
     Path(args.out).write_text(json.dumps(result, indent=2))

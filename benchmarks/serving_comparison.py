@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from comparison_report import load_average, machine, markdown_table, write_markdown
-from comparison_systems import ENGINE_ENV, LABELS, RUNNERS, SYSTEMS, Run
+from comparison_systems import ENGINE_ARGS, ENGINE_ENV, LABELS, RUNNERS, SYSTEMS, Run
 
 from switchyard.bench.metrics import LevelMetrics
 from switchyard.bench.plot import plot_series
@@ -50,6 +51,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--concurrency", type=lambda s: tuple(int(x) for x in s.split(",")), default=(1, 32, 128)
     )
     parser.add_argument("--systems", default=",".join(SYSTEMS))
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="runs of every system, alternating the order round by round; medians reported",
+    )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/switchyard-serving-comparison"))
     parser.add_argument("--results", type=Path, default=BENCH_DIR / "results")
     parser.add_argument("--markdown", type=Path, default=REPO_ROOT / "BENCHMARKS.md")
@@ -61,6 +68,73 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="record CPU seconds per process role during each level (HTTP systems)",
     )
     return parser.parse_args(argv)
+
+
+def run_system(system: str, run: Run) -> dict[str, Any]:
+    try:
+        result = RUNNERS[system](run)
+        for level in result["levels"]:
+            print(
+                f"{system}: concurrency {level['concurrency']}: "
+                f"{level['output_tokens_per_s']:,.1f} output tok/s",
+                flush=True,
+            )
+        return result
+    except Exception as exc:  # one system failing must not lose the others' numbers
+        print(f"{system} failed: {exc!r}", flush=True)
+        return {"error": f"{type(exc).__name__}: {exc}"[:500]}
+
+
+def median_systems(rounds: list[dict[str, Any]], systems: list[str]) -> dict[str, Any]:
+    """Per system, each level's record from its median round by output tokens/s."""
+    out: dict[str, Any] = {}
+    for system in systems:
+        done = [r[system] for r in rounds if r.get(system, {}).get("levels")]
+        if not done:
+            out[system] = next((r[system] for r in rounds if system in r), {"error": "not run"})
+            continue
+        levels = []
+        for index in range(len(done[0]["levels"])):
+            runs = sorted(
+                (d["levels"][index] for d in done), key=lambda lv: lv["output_tokens_per_s"]
+            )
+            levels.append(runs[(len(runs) - 1) // 2])
+        out[system] = {
+            "start_s": statistics.median(d["start_s"] for d in done),
+            "levels": levels,
+            "engine_config": done[0].get("engine_config", ""),
+        }
+    return out
+
+
+def round_ratios(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """Switchyard / vLLM's server, per level: each round's ratio and their median; and
+    TTFT p50 of both, as medians."""
+    per_level: dict[int, dict[str, list[float]]] = {}
+    for result in rounds:
+        ours = result.get("switchyard", {}).get("levels")
+        theirs = result.get("vllm-server", {}).get("levels")
+        if not ours or not theirs:
+            continue
+        for mine, other in zip(ours, theirs, strict=True):
+            row = per_level.setdefault(mine["concurrency"], {"ratio": [], "ttft": [], "v": []})
+            row["ratio"].append(mine["output_tokens_per_s"] / other["output_tokens_per_s"])
+            row["ttft"].append(_ttft_p50_ms(mine))
+            row["v"].append(_ttft_p50_ms(other))
+    return {
+        str(level): {
+            "ratios": [round(r, 3) for r in row["ratio"]],
+            "median_ratio": round(statistics.median(row["ratio"]), 3),
+            "ttft_p50_ms_switchyard": round(statistics.median(row["ttft"]), 1),
+            "ttft_p50_ms_vllm_server": round(statistics.median(row["v"]), 1),
+        }
+        for level, row in sorted(per_level.items())
+    }
+
+
+def _ttft_p50_ms(level: dict[str, Any]) -> float:
+    ttft = LevelMetrics.from_json(level).ttft
+    return ttft.p50_ms if ttft is not None else float("nan")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,23 +177,22 @@ def main(argv: list[str] | None = None) -> int:
             "num_warmups": args.num_warmups,
             "concurrency": list(args.concurrency),
             "engine_env": ENGINE_ENV,
-            "enforce_eager": True,
+            "engine_args": ENGINE_ARGS,
+            "rounds": args.rounds,
         },
         "systems": {},
     }
-    for system in systems:
-        print(f"== {system}: {LABELS[system]} (load {load_average()})", flush=True)
-        try:
-            document["systems"][system] = RUNNERS[system](run)
-            for level in document["systems"][system]["levels"]:
-                print(
-                    f"{system}: concurrency {level['concurrency']}: "
-                    f"{level['output_tokens_per_s']:,.1f} output tok/s",
-                    flush=True,
-                )
-        except Exception as exc:  # one system failing must not lose the others' numbers
-            print(f"{system} failed: {exc!r}", flush=True)
-            document["systems"][system] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+    document["rounds"] = []
+    for round_index in range(args.rounds):
+        # Alternate the order: drift on a shared machine then favours no system.
+        order = systems if round_index % 2 == 0 else systems[::-1]
+        results: dict[str, Any] = {}
+        for system in order:
+            print(f"== round {round_index}: {system} (load {load_average()})", flush=True)
+            results[system] = run_system(system, run)
+        document["rounds"].append(results)
+    document["systems"] = median_systems(document["rounds"], systems)
+    document["ratios"] = round_ratios(document["rounds"])
     document["load_after"] = load_average()
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "serving_comparison.json").write_text(json.dumps(document, indent=2))
