@@ -42,8 +42,13 @@ from typing import Any
 
 from comparison_report import load_average, machine, write_markdown
 from comparison_systems import free_port, process_group, wait_ready
-from cpu_accounting import cpu_by_role, cpu_seconds, group_scope, own_cpu_seconds
-from cpu_accounting import ray_session_scope as session_scope
+from cpu_accounting import (
+    cpu_by_role,
+    cpu_seconds,
+    group_scope,
+    own_cpu_seconds,
+    ray_session_scope,
+)
 
 from switchyard.bench.client import Endpoint
 from switchyard.bench.load import run_level
@@ -325,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
                 "nginx": Endpoint(nginx_url, "default"),
                 "switchyard": Endpoint(gateway_url, "default", API_KEY),
             }
-            scopes = [session_scope(state), group_scope(nginx_pid)]
+            scopes = [ray_session_scope(state), group_scope(nginx_pid)]
             for system in systems:  # warm every path's connections and code once
                 measure_level(endpoints[system], 8, args, scopes)
             document["idle_cpu_s_per_s"] = idle_cpu(scopes, seconds=10.0)

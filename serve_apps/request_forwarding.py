@@ -25,7 +25,7 @@ from serve_apps.openai_errors import GatewayError
 from serve_apps.relay_response import RelayResponse
 from serve_apps.request_timing import RequestTiming
 from serve_apps.routing_table import ModelRoute
-from serve_apps.sse_encoding import as_json, chunk_has_content, sse_error, sse_text
+from serve_apps.sse_encoding import as_json, has_content, sse_error, sse_text
 from serve_apps.stream_usage import scan_chunk
 
 log = logging.getLogger(__name__)
@@ -129,7 +129,7 @@ class RequestForwarder:
                         return
                     item = _sse_bytes(item)
                 chunk = scan_chunk(item, usage, strip_usage=strip)
-                if chunk_has_content(chunk):
+                if has_content(chunk):
                     timing.chunk()
                 if chunk:
                     yield chunk

@@ -16,8 +16,9 @@ def as_json(item: Any) -> Any:
 
 
 def sse_text(item: Any) -> str:
-    """A streamed item as SSE text: the handle path yields lists of event strings, the
-    direct path whole event strings, and a response object becomes one `data:` event."""
+    """A handle-path item as SSE text: lists of event strings, event strings, or a response
+    object, which becomes one `data:` event. (The direct path's items are the engine's
+    bytes and skip this: `request_forwarding._sse_bytes`.)"""
     if isinstance(item, list):
         return "".join(sse_text(part) for part in item)
     if isinstance(item, str):
@@ -25,15 +26,10 @@ def sse_text(item: Any) -> str:
     return f"data: {json.dumps(as_json(item))}\n\n"
 
 
-def has_content(text: str) -> bool:
-    """A chunk that carries tokens (not only `[DONE]` or a usage report); the Responses
-    API's token events are `response.*.delta` events."""
-    return '"choices":[{' in text or '"choices": [{' in text or '.delta"' in text
-
-
-def chunk_has_content(chunk: bytes) -> bool:
-    """`has_content` of a chunk of the engine's bytes. Written out, not `any()` over a
-    tuple: it runs once per token, and vLLM's compact form is the first test."""
+def has_content(chunk: bytes) -> bool:
+    """A chunk of the engine's bytes that carries tokens (not only `[DONE]` or a usage
+    report); the Responses API's token events are `response.*.delta` events. Written out,
+    not `any()` over a tuple: it runs once per token, and vLLM's compact form goes first."""
     return b'"choices":[{' in chunk or b'"choices": [{' in chunk or b'.delta"' in chunk
 
 
