@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,19 @@ def machine() -> dict[str, Any]:
         "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
         "python": platform.python_version(),
         "versions": versions,
+    }
+
+
+def run_record(script: str, argv: list[str] | None) -> dict[str, Any]:
+    """What every benchmark's JSON document starts with: when, the command that repeats it
+    (`argv` None: this process's own arguments), the machine and its load before the run."""
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": " ".join(
+            ["python", f"benchmarks/{script}", *(sys.argv[1:] if argv is None else argv)]
+        ),
+        "machine": machine(),
+        "load_before": load_average(),
     }
 
 

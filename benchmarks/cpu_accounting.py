@@ -85,9 +85,11 @@ def role_of(proc: psutil.Process) -> str:
     return name
 
 
-def cpu_seconds(scope: Scope) -> dict[int, tuple[str, float]]:
+def cpu_seconds(*scopes: Scope) -> dict[int, tuple[str, float]]:
+    """(role, CPU seconds so far) of every process of `scopes`, by pid."""
     snapshot: dict[int, tuple[str, float]] = {}
-    for pid, proc in process_tree(scope()).items():
+    roots = [proc for scope in scopes for proc in scope()]
+    for pid, proc in process_tree(roots).items():
         with contextlib.suppress(psutil.Error):
             times = proc.cpu_times()
             snapshot[pid] = (role_of(proc), times.user + times.system)

@@ -21,11 +21,10 @@ import asyncio
 import json
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from comparison_report import load_average, machine, write_markdown
+from comparison_report import load_average, run_record, write_markdown
 from cpu_accounting import cpu_by_role, cpu_seconds, ray_session_scope
 from relay_capacity import API_KEY, GATEWAY_ROLE, idle_cpu, switchyard_stack
 
@@ -147,10 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     names = list(VARIANTS)
     chosen = [names[int(i)] for i in args.variants.split(",") if i]
     document: dict[str, Any] = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join(["python", "benchmarks/ray_background.py", *(argv or sys.argv[1:])]),
-        "machine": machine(),
-        "load_before": load_average(),
+        **run_record("ray_background.py", argv),
         "config": {"concurrency": args.concurrency, "requests": args.requests},
         "variants": [],
     }

@@ -34,13 +34,13 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from comparison_report import load_average, machine, write_markdown
+from comparison_report import load_average, run_record, write_markdown
 from comparison_systems import free_port, process_group, wait_ready
 from cpu_accounting import (
     cpu_by_role,
@@ -182,13 +182,7 @@ def measure_level(
     count = max(16, concurrency * args.requests_per_stream)
     prompts = [f"relay benchmark prompt {i}" for i in range(count)]
 
-    def snapshot() -> dict[int, tuple[str, float]]:
-        merged: dict[int, tuple[str, float]] = {}
-        for scope in scopes:
-            merged.update(cpu_seconds(scope))
-        return merged
-
-    before, own_before = snapshot(), own_cpu_seconds()
+    before, own_before = cpu_seconds(*scopes), own_cpu_seconds()
     run = asyncio.run(
         run_level(
             endpoint,
@@ -198,7 +192,7 @@ def measure_level(
             request_rate_per_s=None,
         )
     )
-    used = cpu_by_role(before, snapshot())
+    used = cpu_by_role(before, cpu_seconds(*scopes))
     used["load generator (bench client)"] = round(own_cpu_seconds() - own_before, 2)
     metrics = summarize(
         run.records,
@@ -225,15 +219,9 @@ def measure_level(
 def idle_cpu(scopes: list[Any], *, seconds: float) -> dict[str, float]:
     """CPU seconds per second of each role with no load: what a level's figures include
     whatever the load (the gateway's polls of the registry and Serve, Ray's reporting)."""
-    import time
-
-    before = {}
-    for scope in scopes:
-        before.update(cpu_seconds(scope))
+    before = cpu_seconds(*scopes)
     time.sleep(seconds)
-    after = {}
-    for scope in scopes:
-        after.update(cpu_seconds(scope))
+    after = cpu_seconds(*scopes)
     return {role: round(s / seconds, 3) for role, s in cpu_by_role(before, after).items()}
 
 
@@ -309,11 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     systems = [s for s in args.systems.split(",") if s]
     args.workdir.mkdir(parents=True, exist_ok=True)
     document: dict[str, Any] = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        **run_record("relay_capacity.py", argv),
         "label": args.label,
-        "command": " ".join(["python", "benchmarks/relay_capacity.py", *(argv or sys.argv[1:])]),
-        "machine": machine(),
-        "load_before": load_average(),
         "config": {
             "concurrency": list(args.concurrency),
             "output_len": args.output_len,

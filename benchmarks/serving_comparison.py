@@ -25,11 +25,10 @@ import argparse
 import json
 import statistics
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from comparison_report import load_average, machine, markdown_table, write_markdown
+from comparison_report import load_average, markdown_table, run_record, write_markdown
 from comparison_systems import ENGINE_ARGS, ENGINE_ENV, LABELS, RUNNERS, SYSTEMS, Run
 
 from switchyard.bench.metrics import LevelMetrics
@@ -159,16 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     run = Run(args, model_dir, f"mini-{args.miniature}", tuple(prompts), args.workdir)
     document: dict[str, Any] = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join(
-            [
-                "python",
-                "benchmarks/serving_comparison.py",
-                *(sys.argv[1:] if argv is None else argv),
-            ]
-        ),
-        "machine": machine(),
-        "load_before": load_average(),
+        **run_record("serving_comparison.py", argv),
         "config": {
             "miniature": args.miniature,
             "input_len": args.input_len,

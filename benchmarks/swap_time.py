@@ -32,12 +32,11 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
-from comparison_report import load_average, machine
+from comparison_report import load_average, run_record
 from comparison_systems import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -338,12 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     port, ray_port, dashboard_port = free_port(), free_port(), free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
     document: dict[str, Any] = {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join(
-            ["python", "benchmarks/swap_time.py", *(sys.argv[1:] if argv is None else argv)]
-        ),
-        "machine": machine(),
-        "load_before": load_average(),
+        **run_record("swap_time.py", argv),
         "config": {
             "old": args.old,
             "new": args.new,
