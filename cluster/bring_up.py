@@ -59,7 +59,8 @@ def start_bring_up(
     if routed:
         ctx.ports.routes.put_route(model_route(app, config, ModelState.LOADING))
     try:
-        return ctx.ports.serve.start_deploy(app, config, model_dir)
+        weights = ctx.ports.nodes.locator(config.source)
+        return ctx.ports.serve.start_deploy(app, config, model_dir, weights)
     except DeployFailed as exc:
         if routed:
             ctx.ports.routes.set_route_state(config.name, ModelState.FAILED, str(exc))

@@ -26,6 +26,7 @@ from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
 from domain.model_state import ModelState
 from serve_apps.routing_table import ModelRoute, RoutingTable
+from serve_apps.weights_locator import WeightsLocator
 
 
 @dataclass(frozen=True)
@@ -88,9 +89,16 @@ class ServePort(Protocol):
     def placement_problem(self, config: ModelDeploymentConfig) -> str | None:
         """Why `config`'s placement groups cannot be placed now; None if they can."""
 
-    def start_deploy(self, app: AppName, config: ModelDeploymentConfig, model_path: Path) -> float:
+    def start_deploy(
+        self,
+        app: AppName,
+        config: ModelDeploymentConfig,
+        model_path: Path,
+        weights: WeightsLocator | None = None,
+    ) -> float:
         """Create the app without waiting for it (its replicas may wait for resources); the
-        Unix time it started. Raises DeployFailed (the app is deleted then)."""
+        Unix time it started. Raises DeployFailed (the app is deleted then). `weights`: how
+        each replica finds the weights on its own node (else it loads `model_path`)."""
 
     def wait_deployed(self, app: AppName, started_at: float, timeout_s: float) -> Deployed:
         """Wait until the app started at `started_at` runs; raises DeployFailed (the app is
@@ -119,9 +127,17 @@ class ServePort(Protocol):
 
 
 class NodePort(Protocol):
-    def stage(self, source: str) -> Path:
-        """Get the weights of `source` onto the node that loads them; the local model
-        directory. Raises with the reason (full disk, hub error) and changes nothing."""
+    def stage(self, source: str) -> StagedWeights:
+        """Get the weights of `source` onto every node that may host one of its replicas
+        (each node judged, reserved and pinned on its own cache). Raises with the reason,
+        naming the node (full disk, hub error), before any node downloads a byte."""
+
+    def locator(self, source: str) -> WeightsLocator | None:
+        """How a replica of `source` finds (or stages) the weights on its own node; None
+        where `stage`'s model directory is what every replica loads."""
+
+    def release(self, serving: frozenset[str]) -> None:
+        """Unpin, on every node, the weights of sources that are not in `serving`."""
 
     def read_config(self, source: str) -> Path:
         """A directory with what admission reads (config, index), without the weights."""
@@ -135,6 +151,40 @@ class NodePort(Protocol):
     def prefetch(self, model_dir: Path) -> PrefetchReport:
         """Read a staged model's weight files into the page cache, when the node's
         available memory (less a reserve) covers them."""
+
+
+class NodeStageOutcome(StrEnum):
+    DOWNLOADED = "downloaded"
+    REUSED = "reused"
+    """Already staged in the node's cache."""
+    SHARED = "shared"
+    """The node sees a cache another node staged."""
+
+
+@dataclass(frozen=True)
+class NodeStaged:
+    """What staging did on one node."""
+
+    node: str
+    outcome: NodeStageOutcome
+    downloaded_bytes: int
+    path: Path
+
+    def describe(self) -> str:
+        what = {
+            NodeStageOutcome.DOWNLOADED: f"{self.downloaded_bytes / 2**20:.1f} MiB downloaded",
+            NodeStageOutcome.REUSED: "already staged",
+            NodeStageOutcome.SHARED: "shares a cache staged by another node",
+        }[self.outcome]
+        return f"node {self.node}: {what} at {self.path}"
+
+
+@dataclass(frozen=True)
+class StagedWeights:
+    model_dir: Path
+    """A directory the manager reads the model's config from (its own node's copy)."""
+    nodes: tuple[NodeStaged, ...] = ()
+    """Each node that holds the weights now (the operation's events and metrics)."""
 
 
 @dataclass(frozen=True)

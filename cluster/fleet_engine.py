@@ -170,7 +170,12 @@ class FleetEngine:
                 "retry when it has finished",
             )
         try:
-            return self._run(request)
+            result = self._run(request)
+            if isinstance(request, RemoveRequest) or (
+                isinstance(request, SwapRequest) and not request.dry_run
+            ):
+                self._release_weights()
+            return result
         except ValidationError as exc:
             # Valid on its own but not on this cluster (expert parallel asked of the CPU
             # engine): refused, nothing changed.
@@ -178,6 +183,16 @@ class FleetEngine:
         finally:
             self._current = None
             self._lock.release()
+
+    def _release_weights(self) -> None:
+        """Unpin, on every node, the weights no model of the fleet uses any more (a swap's
+        OLD, a removed model): eviction may reclaim them again."""
+        serving = frozenset(m.config.source for m in self._ctx.desired.state.models.values())
+        try:
+            self._ctx.ports.nodes.release(serving)
+        except Exception as exc:
+            # A pin left behind keeps files longer; it never breaks serving.
+            log.warning("could not release the weights' pins: %r", exc)
 
     def _run(self, request: OperationRequest) -> OperationResult:
         match request:

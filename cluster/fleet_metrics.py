@@ -20,6 +20,8 @@ from domain.metric_names import (
     LAST_SWAP_ALIAS_UNAVAILABLE_SECONDS,
     LAST_SWAP_PHASE_SECONDS,
     MODEL_STATE,
+    NODE_STAGED_DOWNLOAD_BYTES,
+    NODE_STAGINGS,
     OPERATION_SECONDS,
     OPERATIONS,
     PHASE_SECONDS,
@@ -67,6 +69,8 @@ class FleetMetrics(Protocol):
 
     def admission(self, admitted: bool, reason_codes: Sequence[str]) -> None: ...
 
+    def node_staging(self, node: str, outcome: str, downloaded_bytes: int) -> None: ...
+
     def alias_unavailability(self, swap: SwapSubject, seconds: Mapping[str, float]) -> None:
         """How long each alias the swap moved had no model serving it."""
 
@@ -90,6 +94,7 @@ class RecordingFleetMetrics:
     node_usage: list[NodeUsage] = field(default_factory=list)
     unavailable: list[tuple[SwapSubject, dict[str, float]]] = field(default_factory=list)
     startups: list[dict[str, float | None]] = field(default_factory=list)
+    node_stagings: list[tuple[str, str, int]] = field(default_factory=list)
 
     def startup_steps(self, seconds: Mapping[str, float | None]) -> None:
         self.startups.append(dict(seconds))
@@ -112,6 +117,9 @@ class RecordingFleetMetrics:
 
     def admission(self, admitted: bool, reason_codes: Sequence[str]) -> None:
         self.admissions.append((admitted, tuple(reason_codes)))
+
+    def node_staging(self, node: str, outcome: str, downloaded_bytes: int) -> None:
+        self.node_stagings.append((node, outcome, downloaded_bytes))
 
     def fleet(self, states: Mapping[str, ModelState], aliases: Mapping[str, str]) -> None:
         self.states, self.aliases = dict(states), dict(aliases)
@@ -152,6 +160,8 @@ class RayFleetMetrics:
         self._phase_seconds = ray_metric(PHASE_SECONDS)
         self._startup_steps = ray_metric(STARTUP_STEP_SECONDS)
         self._admissions = ray_metric(ADMISSION_DECISIONS)
+        self._node_stagings = ray_metric(NODE_STAGINGS)
+        self._node_download_bytes = ray_metric(NODE_STAGED_DOWNLOAD_BYTES)
         self._model_state = _Gauges(MODEL_STATE)
         self._alias_target = _Gauges(ALIAS_TARGET)
         self._last_swap = _Gauges(LAST_SWAP_PHASE_SECONDS)
@@ -221,6 +231,11 @@ class RayFleetMetrics:
         for code in reason_codes or (ADMITTED_REASON,):
             self._admissions.inc(1, {"result": result, "reason": code})
 
+    def node_staging(self, node: str, outcome: str, downloaded_bytes: int) -> None:
+        self._node_stagings.inc(1, {"node": node, "outcome": outcome})
+        if downloaded_bytes > 0:
+            self._node_download_bytes.inc(downloaded_bytes, {"node": node})
+
     def fleet(self, states: Mapping[str, ModelState], aliases: Mapping[str, str]) -> None:
         self._model_state.replace(
             {
@@ -271,6 +286,9 @@ class DiscardFleetMetrics:
         return None
 
     def admission(self, admitted: bool, reason_codes: Sequence[str]) -> None:
+        return None
+
+    def node_staging(self, node: str, outcome: str, downloaded_bytes: int) -> None:
         return None
 
     def alias_unavailability(self, swap: SwapSubject, seconds: Mapping[str, float]) -> None:

@@ -149,7 +149,11 @@ def stage_and_probe(
             model_dir = nodes.read_config(config.source)
         else:
             op.note(f"staging {config.source}")
-            model_dir = nodes.stage(config.source)
+            staged = nodes.stage(config.source)
+            for node in staged.nodes:
+                op.note(f"staged {config.source} on {node.describe()}")
+                ctx.metrics.node_staging(node.node, node.outcome.value, node.downloaded_bytes)
+            model_dir = staged.model_dir
     except Exception as exc:
         ctx.metrics.admission(False, ["staging_failed"])
         return PreflightResult(None, (f"staging {config.source} failed: {exc}",))

@@ -1,31 +1,154 @@
-"""`NodePort` on Ray: weights staged onto the node, hardware probed on every node."""
+"""`NodePort` on Ray: weights staged on every node that may host a replica, hardware probed
+on every node.
+
+Which nodes: every alive node that offers the fleet's accelerator (the stand-in resource on
+CPU clusters, `GPU` otherwise), since Ray, not the manager, picks a replica's node. Each of
+them judges its own disk before any downloads (`stage_across_nodes`), so a node that cannot
+take the weights refuses the operation, by name, before anything is drained. A replica
+still looks on its own node before vLLM starts (`node_weights.py`): a node that joined after
+staging gets the weights then.
+"""
 
 from __future__ import annotations
 
+import logging
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from cluster.cluster_port import PrefetchReport
+from cluster.cluster_port import NodeStaged, NodeStageOutcome, PrefetchReport, StagedWeights
 from cluster.manager_settings import ManagerSettings
+from cluster.node_probe.node_roles import NodeIdentity, identity_of
 from cluster.node_probe.records import ProbedCluster
+from cluster.node_weights import PIN_PREFIX, NodeLocalWeights, node_config, pin_reason
 from cluster.page_cache import PREFETCH_RESERVE_BYTES, available_memory_bytes, prefetch_weights
+from cluster.staging.config import StagingConfig
+from cluster.staging.manifest import SourceManifest
 from cluster.weight_disk_report import WeightsDiskReport, weights_disk_report
 from domain.model_source import SourceKind, parse_model_source
+from serve_apps.weights_locator import WeightsLocator
+
+log = logging.getLogger(__name__)
+
+
+def weight_nodes(entries: Sequence[Mapping[str, Any]], resource: str) -> list[NodeIdentity]:
+    """The alive nodes offering `resource` (the head first); the head alone when none does
+    (a cluster without accelerators, whose engines run wherever Ray puts them)."""
+    alive = [identity_of(e) for e in entries if e.get("Alive", True)]
+    chosen = [
+        identity_of(e)
+        for e in entries
+        if e.get("Alive", True) and float((e.get("Resources") or {}).get(resource, 0)) > 0
+    ]
+    if not chosen:
+        chosen = [n for n in alive if n.is_head] or alive[:1]
+    return sorted(chosen, key=lambda n: (not n.is_head, n.node_id))
 
 
 class RayNodes:
     def __init__(self, settings: ManagerSettings) -> None:
         self._settings = settings
+        self._manifests: dict[str, SourceManifest] = {}
 
-    def stage(self, source: str) -> Path:
+    def stage(self, source: str) -> StagedWeights:
+        import ray
+
+        settings = self._settings
+        accelerator = settings.accelerator
+        resource = "GPU" if accelerator.kind == "gpu" else (accelerator.standin_resource or "CPU")
+        entries: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+        nodes = weight_nodes(entries, resource)
+        here = str(ray.get_runtime_context().get_node_id())
+        overrides = settings.inventory.overrides
+        configs = {n.node_id: node_config(settings.staging, n, overrides) for n in nodes}
+        if [n.node_id for n in nodes] == [here]:
+            staged = self._stage_here(source, configs[here], nodes[0])
+            return StagedWeights(staged.path, (staged,))
+        return self._stage_on(source, nodes, configs, here)
+
+    def _stage_here(self, source: str, config: StagingConfig, node: NodeIdentity) -> NodeStaged:
+        """One node, the manager's own: staged in this process (no task to schedule)."""
+        from cluster.staging.layout import CacheLayout
+        from cluster.staging.pins import pin
         from cluster.staging.stage import stage
 
-        return stage(parse_model_source(source), self._settings.staging).path
+        staged = stage(parse_model_source(source), config)
+        self._manifests[source] = staged.manifest
+        if staged.entry is not None:
+            pin(CacheLayout(config.cache_dir), staged.entry, pin_reason(source))
+        return NodeStaged(
+            f"{node.node_ip}/{node.node_id[:8]}",
+            NodeStageOutcome.REUSED if staged.reused else NodeStageOutcome.DOWNLOADED,
+            staged.downloaded_bytes,
+            staged.path,
+        )
+
+    def _stage_on(
+        self,
+        source: str,
+        nodes: Sequence[NodeIdentity],
+        configs: Mapping[str, StagingConfig],
+        here: str,
+    ) -> StagedWeights:
+        from cluster.staging.node_tasks import stage_across_nodes
+
+        staged = stage_across_nodes(
+            parse_model_source(source),
+            self._settings.staging,
+            [n.node_id for n in nodes],
+            node_configs=configs,
+            pin_reason=pin_reason(source),
+        )
+        self._manifests[source] = staged.manifest
+        outcomes = []
+        for item in staged.nodes:
+            assert item.staged is not None  # stage_across_nodes raised otherwise
+            if item.shared_with is not None:
+                outcome = NodeStageOutcome.SHARED
+            elif item.staged.reused:
+                outcome = NodeStageOutcome.REUSED
+            else:
+                outcome = NodeStageOutcome.DOWNLOADED
+            outcomes.append(
+                NodeStaged(item.node, outcome, item.staged.downloaded_bytes, item.staged.path)
+            )
+        local = staged.path_on(here)
+        # The manager reads the config from its own node's copy; a head that hosts no
+        # engine has none, and reads the config alone.
+        model_dir = local if local is not None else self.read_config(source)
+        return StagedWeights(model_dir, tuple(outcomes))
+
+    def locator(self, source: str) -> WeightsLocator | None:
+        settings = self._settings
+        return NodeLocalWeights(
+            source, settings.staging, settings.inventory.overrides, self._manifests.get(source)
+        )
+
+    def release(self, serving: frozenset[str]) -> None:
+        import ray
+
+        from cluster.staging.node_tasks import release_across_nodes
+
+        settings = self._settings
+        entries: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+        nodes = [identity_of(e) for e in entries if e.get("Alive", True)]
+        configs = {
+            n.node_id: node_config(settings.staging, n, settings.inventory.overrides) for n in nodes
+        }
+        released = release_across_nodes(
+            configs, [n.node_id for n in nodes], PIN_PREFIX, frozenset(serving)
+        )
+        for node, names in released.items():
+            log.info("node %s: unpinned %s", node, ", ".join(names))
 
     def read_config(self, source: str) -> Path:
         parsed = parse_model_source(source)
         if parsed.kind is not SourceKind.HUB:
-            return self.stage(source)  # local or generated: nothing to download
+            # Local or generated: nothing to download, on this node only.
+            from cluster.staging.stage import stage
+
+            return stage(parsed, self._settings.staging).path
         from huggingface_hub import hf_hub_download
         from huggingface_hub.errors import EntryNotFoundError
 

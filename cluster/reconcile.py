@@ -156,7 +156,7 @@ def _finish_break_before_make(
     _remove_route_of(ctx, new_app)
     if old_model is not None and statuses.get(old_model.app.app) is not AppStatus.RUNNING:
         try:
-            model_dir = ctx.ports.nodes.stage(old_model.config.source)
+            model_dir = ctx.ports.nodes.stage(old_model.config.source).model_dir
             bring_up(ctx, old_model.app, old_model.config, model_dir)
         except Exception as exc:  # staging or the deploy: OLD stays down, said so
             return Outcome.FAILED, (

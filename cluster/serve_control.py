@@ -35,6 +35,7 @@ from serve_apps.ray_internals import (
     replica_actor_class_name,
     running_replicas_in,
 )
+from serve_apps.weights_locator import WeightsLocator
 
 log = logging.getLogger(__name__)
 
@@ -73,13 +74,19 @@ class ServeControl:
         nodes = list(available_resources_per_node().values())
         return placement_problem(spec, nodes, replicas=config.replicas)
 
-    def start_deploy(self, app: AppName, config: ModelDeploymentConfig, model_path: Path) -> float:
+    def start_deploy(
+        self,
+        app: AppName,
+        config: ModelDeploymentConfig,
+        model_path: Path,
+        weights: WeightsLocator | None = None,
+    ) -> float:
         from ray import serve
         from ray.serve.api import RunTarget
 
         started = time.time()
         try:
-            target = self._build(app, config, model_path)
+            target = self._build(app, config, model_path, weights)
             serve.run_many(
                 [RunTarget(target=target, name=app.app, route_prefix=None)],
                 wait_for_applications_running=False,
@@ -119,14 +126,20 @@ class ServeControl:
             warm_up_s=warm_up_s,
         )
 
-    def _build(self, app: AppName, config: ModelDeploymentConfig, model_path: Path) -> Any:
+    def _build(
+        self,
+        app: AppName,
+        config: ModelDeploymentConfig,
+        model_path: Path,
+        weights: WeightsLocator | None,
+    ) -> Any:
         if self._fake_engines is not None:
             from serve_apps.fake_engine_server import build_fake_engine_app
 
-            return build_fake_engine_app(app, config, model_path, self._fake_engines)
+            return build_fake_engine_app(app, config, model_path, self._fake_engines, weights)
         from serve_apps.model_app import build_model_app
 
-        return build_model_app(app, config, model_path)
+        return build_model_app(app, config, model_path, weights)
 
     def _wait_running(self, app_name: str, timeout_s: float) -> None:
         from ray import serve

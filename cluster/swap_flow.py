@@ -319,7 +319,7 @@ def roll_back(
     if new.name != old.config.name and new.name in routes.routing_table().models:
         routes.remove_route(new.name)
     try:
-        model_dir = ctx.ports.nodes.stage(old.config.source)
+        model_dir = ctx.ports.nodes.stage(old.config.source).model_dir
         bring_up(ctx, old.app, old.config, model_dir, op)
     except Exception as exc:
         released()

@@ -258,6 +258,19 @@ ADMISSION_DECISIONS = MetricSpec(
     ("result", "reason"),
     "Admission decisions (admitted / rejected) by reason code (`none` when admitted).",
 )
+NODE_STAGINGS = MetricSpec(
+    "switchyard_manager_node_stagings",
+    Kind.COUNTER,
+    ("node", "outcome"),
+    "Weights staged per node for an operation: downloaded, reused (already there), shared "
+    "(another node staged the cache this node sees).",
+)
+NODE_STAGED_DOWNLOAD_BYTES = MetricSpec(
+    "switchyard_manager_node_staged_download_bytes",
+    Kind.COUNTER,
+    ("node",),
+    "Bytes of weights downloaded onto each node's cache by the manager's stagings.",
+)
 ACCELERATORS_TOTAL = MetricSpec(
     "switchyard_node_accelerators",
     Kind.GAUGE,
@@ -309,6 +322,8 @@ MANAGER_METRICS: tuple[MetricSpec, ...] = (
     LAST_SWAP_ALIAS_UNAVAILABLE_SECONDS,
     SWAP_IN_PROGRESS,
     ADMISSION_DECISIONS,
+    NODE_STAGINGS,
+    NODE_STAGED_DOWNLOAD_BYTES,
     ACCELERATORS_TOTAL,
     ACCELERATORS_CLAIMED,
     STAGED_BYTES,

@@ -11,7 +11,9 @@ the engine's scheduler gauges exported while it is idle (`engine_idle_gauges.py`
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from typing import Any
 
 from ray import serve
 from ray.serve.llm import LLMServer
@@ -22,8 +24,10 @@ from serve_apps.ray_internals import (
     llm_server_asgi_app,
     llm_server_engine_client,
     llm_server_health_check_period_s,
+    llm_server_load_from,
     metrics_report_interval_s,
 )
+from serve_apps.weights_locator import WeightsLocator
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +37,21 @@ class DirectStreamingLLMServer(LLMServer):
 
     _direct: DirectEndpoint | None = None
     _idle_gauges: IdleGaugeRepublisher | None = None
+    _weights: WeightsLocator | None = None
+
+    # Serve awaits an async constructor; LLMServer's own starts the engine (via `start`).
+    async def __init__(  # type: ignore[misc]
+        self, llm_config: Any, *, weights: WeightsLocator | None = None, **kwargs: Any
+    ) -> None:
+        self._weights = weights
+        await super().__init__(llm_config, **kwargs)
 
     async def start(self) -> None:
+        if self._weights is not None:
+            # The weights on this node (staged here first if Ray placed the replica on a
+            # node that lacks them), before vLLM reads a byte.
+            model_dir = await asyncio.to_thread(self._weights.local_path)
+            llm_server_load_from(self, str(model_dir))
         await super().start()  # type: ignore[no-untyped-call]
         self._start_idle_gauges()
         direct = DirectEndpoint()

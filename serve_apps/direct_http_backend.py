@@ -6,6 +6,10 @@ and passes the bytes on undecoded, whole SSE events at a time; when a model has 
 endpoint, or its endpoint refuses the connection before answering, the request goes
 through the Serve handle instead (nothing was sent yet, so that is safe). A stream that
 breaks after it began is not retried: its tokens already reached the client.
+
+Among a model's healthy endpoints, requests sharing a `prompt_cache_key` (or `user`) go to
+the same replica, for vLLM's prefix cache, unless it is busier than the least loaded one by
+more than a small slack; others go to the least loaded (`replica_affinity.py`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 from serve_apps.engine_endpoint import EngineEndpoint
 from serve_apps.model_backend import Method, ModelBackend
 from serve_apps.periodic_refresh import PeriodicRefresh
+from serve_apps.replica_affinity import affinity_key, choose_endpoint
 from serve_apps.routing_table import ModelRoute
 
 log = logging.getLogger(__name__)
@@ -175,8 +180,9 @@ class DirectHttpBackend:
         candidates = self._candidates(route.app_name)
         if not candidates:
             return self._fallback.stream(route, method, request, body, request_id=request_id)
-        # Least requests in flight from this gateway: the engines' queues stay even.
-        endpoint = min(candidates, key=lambda e: self._load[e.url])
+        # Same cache key, same replica (its prefix cache hits), within a load bound; else
+        # the fewest requests in flight from this gateway: the engines' queues stay even.
+        endpoint = choose_endpoint(candidates, self._load, affinity_key(body))
         return self._stream_http(endpoint, route, method, request, body, request_id)
 
     def _candidates(self, app_name: str) -> list[EngineEndpoint]:

@@ -7,14 +7,17 @@ and token from the fleet registry and streams from the replica's own port.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from serve_apps.asgi_listener import AsgiListener
 from serve_apps.bearer_token_guard import BearerTokenGuard
 from serve_apps.engine_endpoint import EngineEndpoint
 from serve_apps.ray_internals import is_head_node
+from serve_apps.registry import ENDPOINTS_FACT
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +33,7 @@ class DirectEndpoint:
         from ray import serve
 
         token = secrets.token_urlsafe(32)
-        listener = AsgiListener(BearerTokenGuard(app, token), node_address())
+        listener = AsgiListener(BearerTokenGuard(app, token), await node_address())
         await listener.start()
         self._listener = listener
         context = serve.get_replica_context()
@@ -77,21 +80,60 @@ class DirectEndpoint:
             self._listener = None
 
 
-def node_address() -> str:
-    """Where the direct port listens: loopback on the head node, else the node's address.
+LOOPBACK = "127.0.0.1"
+_FACTS_TIMEOUT_S = 10.0
 
-    Gateway replicas run on the head node, so an engine replica there needs no port beyond
-    loopback (and a head `up` started locally exposes none). Elsewhere it must be reachable
-    from the head, on the address the node joined the cluster with; the token guards it."""
+
+def direct_bind_address(*, on_head: bool, node_ip: str, ingress_ips: Collection[str]) -> str:
+    """Where an engine replica's direct port listens: loopback only on the head while the
+    head is the only ingress node, else the node's address.
+
+    Gateway replicas run on the ingress nodes; on the head alone, an engine there needs no
+    port beyond loopback (and a head `up` started locally exposes none). Every other
+    gateway must reach the port on the address the node joined the cluster with; the token
+    guards it. An unknown ingress set (empty: a stack from before ingress nodes, or a
+    registry that restarted and lost its facts) is taken as the head alone, as before."""
+    others = {ip for ip in ingress_ips if ip and ip != node_ip}
+    return LOOPBACK if on_head and not others else node_ip
+
+
+def ingress_ips_of(facts: Mapping[str, Any]) -> frozenset[str]:
+    """The addresses of the ingress nodes in the registry's facts (none when unrecorded)."""
+    recorded = facts.get(ENDPOINTS_FACT)
+    if not isinstance(recorded, list):
+        return frozenset()
+    return frozenset(
+        str(e["node_ip"]) for e in recorded if isinstance(e, dict) and e.get("node_ip")
+    )
+
+
+async def _ingress_ips() -> frozenset[str]:
+    from serve_apps.registry import registry_actor
+
+    try:
+        facts: dict[str, Any] = await asyncio.wait_for(
+            registry_actor(create=False).facts.remote(), _FACTS_TIMEOUT_S
+        )
+    except Exception as exc:
+        log.warning("could not read the ingress nodes from the registry: %r", exc)
+        return frozenset()
+    return ingress_ips_of(facts)
+
+
+async def node_address() -> str:
+    """This node's `direct_bind_address`, from Ray's node table and the registry."""
     import ray
 
     node_id = ray.get_runtime_context().get_node_id()
     for node in ray.nodes():  # type: ignore[no-untyped-call]
         if node.get("NodeID") != node_id:
             continue
+        node_ip = str(node.get("NodeManagerAddress") or "")
         if is_head_node(node):
-            return "127.0.0.1"
-        if node.get("NodeManagerAddress"):
-            return str(node["NodeManagerAddress"])
+            return direct_bind_address(
+                on_head=True, node_ip=node_ip or LOOPBACK, ingress_ips=await _ingress_ips()
+            )
+        if node_ip:
+            return node_ip
     fallback: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
     return fallback

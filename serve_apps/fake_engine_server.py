@@ -27,6 +27,7 @@ from serve_apps.fake_engine import (
     token_counter,
 )
 from serve_apps.placement import placement_for
+from serve_apps.weights_locator import WeightsLocator
 
 if TYPE_CHECKING:
     from ray.serve.deployment import Application
@@ -50,10 +51,18 @@ class _ErrorResponse:
 class FakeEngineReplica:
     # Serve awaits an async constructor: the replica counts as started once it listens.
     async def __init__(  # type: ignore[misc]
-        self, model: str, model_path: str, settings_json: str, health_period_s: float
+        self,
+        model: str,
+        model_path: str,
+        settings_json: str,
+        health_period_s: float,
+        weights: WeightsLocator | None = None,
     ) -> None:
         settings = FakeEngineSettings.model_validate_json(settings_json)
-        directory = Path(model_path)
+        # Found on this node like a vLLM replica's (staged here first if missing).
+        directory = (
+            Path(model_path) if weights is None else await asyncio.to_thread(weights.local_path)
+        )
         check_checkpoint(directory)
         await asyncio.sleep(settings.start_s)
         self._engine = FakeEngine(model, settings, token_counter(directory))
@@ -97,6 +106,7 @@ def build_fake_engine_app(
     config: ModelDeploymentConfig,
     model_path: Path,
     settings: FakeEngineSettings,
+    weights: WeightsLocator | None = None,
 ) -> Application:
     """The Serve application `app` with fake engine replicas, placed as vLLM's would be."""
     from ray import serve
@@ -120,5 +130,9 @@ def build_fake_engine_app(
         max_ongoing_requests=10_000,
     )(FakeEngineReplica)
     return deployment.bind(
-        config.name, str(model_path), settings.model_dump_json(), config.health_check_period_s
+        config.name,
+        str(model_path),
+        settings.model_dump_json(),
+        config.health_check_period_s,
+        weights,
     )

@@ -35,8 +35,38 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-GATEWAY_APP_NAME = "switchyard-gateway"
+GATEWAY_APP_PREFIX = "switchyard-gateway"
+"""Every gateway app's name starts with it (`down`, `up` and `status` find them by it)."""
+GATEWAY_APP_NAME = GATEWAY_APP_PREFIX
+"""The head node's gateway app."""
 GATEWAY_DEPLOYMENT_NAME = "gateway"
+NODE_ID_LABEL = "ray.io/node-id"
+"""Ray's default label of every node (its node id): what pins another node's gateway."""
+
+
+def gateway_app_name(node_id: str, is_head: bool) -> str:
+    """The gateway app of one ingress node: the head's keeps the historical name, another
+    node's carries the start of its node id (one app per node, each pinned to it)."""
+    return GATEWAY_APP_NAME if is_head else f"{GATEWAY_APP_PREFIX}-{node_id[:12]}"
+
+
+def is_gateway_app(name: str) -> bool:
+    return name == GATEWAY_APP_NAME or name.startswith(f"{GATEWAY_APP_PREFIX}-")
+
+
+def gateway_actor_options(node_id: str | None) -> dict[str, Any]:
+    """Where a gateway's replicas run: on the head (`node_id` None) or on that node.
+
+    Its listeners bind that node's address, so Serve must not place them anywhere else.
+    The head keeps its head resource (there since before other nodes had gateways); other
+    nodes are named by the node-id label rather than their `node:<ip>` resource, which two
+    nodes behind one address could share."""
+    options: dict[str, Any] = {"num_cpus": 0}
+    if node_id is None:
+        options["resources"] = head_node_resources()
+    else:
+        options["label_selector"] = {NODE_ID_LABEL: node_id}
+    return options
 
 
 def parse_openai_request(method: Method, body: dict[str, Any]) -> Any:
@@ -211,19 +241,18 @@ class GatewayReplica:
             await self._direct.close()  # its pooled connections to the engines
 
 
-def build_gateway_app(settings: GatewaySettings, host: str, port: int) -> Application:
-    """The gateway's Serve application; its replicas listen on `host`:`port` themselves."""
+def build_gateway_app(
+    settings: GatewaySettings, host: str, port: int, *, node_id: str | None = None
+) -> Application:
+    """One ingress node's gateway Serve application (the head's when `node_id` is None);
+    its replicas listen on `host`:`port` themselves."""
     from ray import serve
 
     deployment = serve.deployment(
         name=GATEWAY_DEPLOYMENT_NAME,
         num_replicas=settings.replicas,
         max_ongoing_requests=10_000,
-        ray_actor_options={
-            "num_cpus": 0,
-            # The endpoint is the head node's address, so its listeners live there.
-            "resources": head_node_resources(),
-        },
+        ray_actor_options=gateway_actor_options(node_id),
     )(GatewayReplica)
     # SecretStr would serialize as '**********'; the replica needs the real keys, passed
     # as Ray task arguments (never logged by Switchyard).

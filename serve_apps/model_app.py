@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
 from serve_apps.placement import placement_for
+from serve_apps.weights_locator import WeightsLocator
 
 if TYPE_CHECKING:
     from ray.serve.deployment import Application
@@ -91,8 +92,16 @@ def llm_config_kwargs(config: ModelDeploymentConfig, model_path: Path) -> dict[s
     }
 
 
-def build_model_app(app: AppName, config: ModelDeploymentConfig, model_path: Path) -> Application:
-    """The Serve application `app` for one model (its only deployment is an LLMServer)."""
+def build_model_app(
+    app: AppName,
+    config: ModelDeploymentConfig,
+    model_path: Path,
+    weights: WeightsLocator | None = None,
+) -> Application:
+    """The Serve application `app` for one model (its only deployment is an LLMServer).
+
+    `weights`: how each replica finds the weights on its own node; without it every replica
+    loads `model_path` (the manager's path)."""
     from ray.serve.llm import LLMConfig, build_llm_deployment
 
     from serve_apps.direct_engine_server import DirectStreamingLLMServer
@@ -103,4 +112,5 @@ def build_model_app(app: AppName, config: ModelDeploymentConfig, model_path: Pat
         name_prefix=f"{app.app}:",
         # Ray Serve LLM's stubs type this as its own LLMServer, which this class extends.
         deployment_cls=cast(Any, DirectStreamingLLMServer),
+        bind_kwargs={"weights": weights} if weights is not None else None,
     )

@@ -96,6 +96,15 @@ def llm_server_health_check_period_s(server: Any, default_s: float = 10.0) -> fl
     return float(config.get("health_check_period_s", default_s))
 
 
+def llm_server_load_from(server: Any, model_dir: str) -> None:
+    """Point an `LLMServer` that has not started its engine at `model_dir` (this node's copy
+    of the weights). Its LLMConfig caches the engine config it derived from the old path in
+    a private attribute (built on the driver, then pickled along), so that cache is reset."""
+    config = server._llm_config
+    config.model_loading_config.model_source = model_dir
+    config._engine_config = None
+
+
 async def llm_server_asgi_app(server: Any) -> Any:
     """vLLM's OpenAI ASGI app over an `LLMServer`'s running engine (what `vllm serve`
     runs). Ray Serve LLM's engine wrapper builds it; it is not part of its public API."""
@@ -164,6 +173,12 @@ def _llm_server_keeps_config() -> bool:
     return "self._llm_config" in source
 
 
+def _llm_config_caches_engine_config() -> bool:
+    from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+
+    return "_engine_config" in LLMConfig.__private_attributes__
+
+
 def _engine_builds_asgi_app() -> bool:
     return _has(
         "ray.llm._internal.serve.engines.vllm.vllm_engine", "VLLMEngine", "build_asgi_app"
@@ -228,6 +243,9 @@ REQUIREMENTS: Final[tuple[_Requirement, ...]] = (
         _controller_has_running_table,
     ),
     _Requirement("LLMServer._llm_config (set in LLMServer._init_shared)", _llm_server_keeps_config),
+    _Requirement(
+        "LLMConfig._engine_config (its cached engine config)", _llm_config_caches_engine_config
+    ),
     _Requirement("VLLMEngine.build_asgi_app", _engine_builds_asgi_app),
     _Requirement("VLLMEngine._engine_client (the vLLM AsyncLLM)", _engine_keeps_client),
     _Requirement("ray._config.metrics_report_interval_ms", _ray_config_has_report_interval),

@@ -23,6 +23,13 @@ from serve_apps.tenant_usage_book import TenantUsageBook
 
 REGISTRY_ACTOR_NAME = "switchyard-registry"
 SWITCHYARD_NAMESPACE = "switchyard"
+ENDPOINTS_FACT = "endpoints"
+"""The ingress nodes `up` deployed a gateway on: a list of `IngressNode.to_json()`
+(`cluster/ingress_nodes.py`). `status` lists them; engine replicas bind their direct port
+where those gateways can reach it."""
+_FORGET_REPORT_S = 60.0
+"""A gateway replica silent this long is forgotten (its node died, or Serve replaced it):
+`in_flight` already ignores it after `fresh_s`; this only bounds the table."""
 
 
 class FleetRegistry:
@@ -90,8 +97,13 @@ class FleetRegistry:
         return await self._publish(self._table.with_held(aliases, ends_at))
 
     async def report_in_flight(self, replica: str, version: int, counts: dict[str, int]) -> None:
-        """Each gateway replica reports its in-flight requests per model a few times a second."""
-        self._reports[replica] = (time.monotonic(), version, counts)
+        """Each gateway replica (of every ingress node's gateway app) reports its in-flight
+        requests per model app at least once a second; ids are random per replica."""
+        now = time.monotonic()
+        self._reports[replica] = (now, version, counts)
+        gone = [r for r, (at, _, _) in self._reports.items() if now - at > _FORGET_REPORT_S]
+        for stale in gone:
+            del self._reports[stale]
 
     async def in_flight(self, app: str, min_version: int, fresh_s: float = 5.0) -> int | None:
         """Requests in flight for the Serve app `app` across live gateway replicas; None
@@ -101,7 +113,8 @@ class FleetRegistry:
         total = 0
         for at, version, counts in self._reports.values():
             if now - at > fresh_s:
-                continue  # a replica that stopped reporting is gone
+                # A replica that stopped reporting is gone: with its node, or replaced.
+                continue
             if version < min_version:
                 return None
             total += counts.get(app, 0)

@@ -10,18 +10,22 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cluster.atomic_file import atomic_write_text
 from cluster.cluster_port import DeployFailed
 from cluster.journal import check_state_format
 from cluster.manager_settings import MANAGER_DIR
 from cluster.ray_runtime import RayConnection, connect, start_local_head
+from domain.exit_codes import UserInputError
 from domain.fleet_state import FleetState
 from domain.operation import OperationResult
 from domain.tenant_keys import KEYS_FILE_FACT
-from switchyard.stack_config import StackConfig
+from switchyard.stack_config import StackConfig, is_loopback
 from switchyard.teardown import STACK_FILE
+
+if TYPE_CHECKING:
+    from cluster.ingress_nodes import IngressNode
 
 Report = Callable[[str], None]
 
@@ -72,15 +76,14 @@ class Stack:
 
         import ray
         from ray import serve
-        from ray.serve.api import RunTarget
 
         from cluster.manager_actor import manager_actor
         from cluster.manager_settings import ManagerSettings
         from domain.deployment_config import AcceleratorConfig
         from domain.operation_request import AddRequest
-        from serve_apps.gateway_app import GATEWAY_APP_NAME, build_gateway_app
-        from serve_apps.registry import registry_actor
+        from serve_apps.registry import ENDPOINTS_FACT, registry_actor
 
+        ingress = self._ingress(ray.nodes())  # type: ignore[no-untyped-call]
         info = StackInfo(
             address=connection.address,
             endpoint=config.endpoint,
@@ -94,6 +97,8 @@ class Stack:
         registry = registry_actor()
         registry.set_fact.remote("endpoint", info.endpoint)
         registry.set_fact.remote("dashboard_url", info.dashboard_url)
+        # Before any engine starts: engine replicas read it to choose their direct address.
+        registry.set_fact.remote(ENDPOINTS_FACT, [n.to_json() for n in ingress])
         tenants = config.gateway.tenants
         if tenants.tenants:
             # The registry's copy is what `status` reads and a later reload replaces; the
@@ -101,17 +106,7 @@ class Stack:
             registry.set_tenants.remote(tenants)
             if config.keys_file is not None:
                 registry.set_fact.remote(KEYS_FILE_FACT, str(config.keys_file.resolve()))
-        self._report(f"deploying the gateway on {info.endpoint} ...")
-        serve.run_many(
-            [
-                RunTarget(
-                    target=build_gateway_app(config.gateway, config.host, config.port),
-                    name=GATEWAY_APP_NAME,
-                    route_prefix=None,
-                )
-            ],
-            wait_for_applications_running=True,
-        )
+        self._deploy_gateways(ingress)
         manager = manager_actor(
             ManagerSettings(
                 state_dir=config.state_dir,
@@ -137,3 +132,65 @@ class Stack:
             self._report(outcome.message)
             results.append(outcome)
         return info, results
+
+    def _ingress(self, entries: list[dict[str, Any]]) -> tuple[IngressNode, ...]:
+        """The ingress nodes, refused when one would serve beyond loopback without a key
+        (the head's own host is checked with the config)."""
+        # Here, not at module level: it brings the gateway's modules, which `status` and
+        # `down` (importing this module) do not need.
+        from cluster.ingress_nodes import ingress_nodes
+
+        config = self._config
+        nodes = ingress_nodes(
+            entries,
+            config.inventory.overrides,
+            head_host=config.host,
+            port=config.port,
+            scheme="https" if config.gateway.tls else "http",
+        )
+        if nodes[0].fallback:
+            self._report(
+                "no node is an ingress node (the inventory overrides say `ingress: false` "
+                "to every one); the head serves the endpoint"
+            )
+        exposed = [n.url for n in nodes if not n.is_head and not is_loopback(n.host)]
+        if exposed and not config.gateway.has_keys:
+            raise UserInputError(
+                f"ingress nodes would serve {', '.join(exposed)} without an API key; pass "
+                "--api-key (or SWITCHYARD_API_KEY) or `--keys`, or take their ingress role"
+            )
+        return nodes
+
+    def _deploy_gateways(self, ingress: tuple[IngressNode, ...]) -> None:
+        """One gateway app per ingress node, then the apps of nodes no longer ingress gone
+        (an earlier `up` with other roles)."""
+        from ray import serve
+        from ray.serve.api import RunTarget
+
+        from serve_apps.gateway_app import build_gateway_app, is_gateway_app
+
+        config = self._config
+        for node in ingress:
+            where = "the head" if node.is_head else f"node {node.node_id[:12]}"
+            self._report(f"deploying the gateway on {node.url} ({where}) ...")
+        serve.run_many(
+            [
+                RunTarget(
+                    target=build_gateway_app(
+                        config.gateway,
+                        node.host,
+                        config.port,
+                        node_id=None if node.is_head else node.node_id,
+                    ),
+                    name=node.app_name,
+                    route_prefix=None,
+                )
+                for node in ingress
+            ],
+            wait_for_applications_running=True,
+        )
+        wanted = {n.app_name for n in ingress}
+        for name in serve.status().applications:
+            if is_gateway_app(name) and name not in wanted:
+                self._report(f"removing {name}: its node is no longer an ingress node")
+                serve.delete(name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -21,6 +21,10 @@ from domain.validation_message import dotted, validation_line
 from policies.errors import UnknownGpu
 from policies.inventory import BUILTIN_GPU_PROFILES, Interconnect, gpu_profile
 from policies.units import GIB
+
+if TYPE_CHECKING:
+    # node_roles imports this module (NodeOverride): only the type is needed here.
+    from cluster.node_probe.node_roles import NodeIdentity
 
 STANDIN_MODEL = "cpu-standin"
 """The model name of a CPU stand-in accelerator slot."""
@@ -48,6 +52,13 @@ class NodeOverride(BaseModel):
     disk_free_gib: float | None = Field(None, ge=0)
     """Free space on the weight cache volume."""
     host_ram_gib: float | None = Field(None, gt=0)
+    cache_dir: Path | None = None
+    """This node's weight cache root, when it is not `staging.cache_dir` (another disk, a
+    different mount point of a shared cache). Absolute."""
+    ingress: bool | None = None
+    """Whether the node runs gateway replicas on the endpoint port (the head does unless
+    this says false; other nodes do when this, or their Ray label
+    `switchyard.io/role=ingress`, says so)."""
 
     @field_validator("gpu_model")
     @classmethod
@@ -60,6 +71,13 @@ class NodeOverride(BaseModel):
             raise ValueError(
                 f"unknown GPU model; allowed: {', '.join(allowed_gpu_models())}"
             ) from None
+
+    @field_validator("cache_dir")
+    @classmethod
+    def _absolute_cache_dir(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_absolute():
+            raise ValueError("must be an absolute path")
+        return value
 
     @model_validator(mode="after")
     def _one_selector(self) -> NodeOverride:
@@ -79,7 +97,7 @@ class NodeOverride(BaseModel):
             return f"node_name={self.node_name}"
         return f"label {self.label}"
 
-    def matches(self, probe: NodeProbe) -> bool:
+    def matches(self, probe: NodeProbe | NodeIdentity) -> bool:
         if self.node_ip is not None:
             return probe.node_ip == self.node_ip
         if self.node_name is not None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster.node_probe.local_probe import probe_this_node
+from cluster.node_probe.node_roles import cache_dir_for, identity_of
 from cluster.node_probe.overrides import InventoryConfig, apply_overrides, unmatched
 from cluster.node_probe.records import NodeProbe, ProbedCluster
 from serve_apps.ray_internals import available_resources_per_node
@@ -47,7 +48,7 @@ def probe_cluster(
         ).remote(
             node_id=node["NodeID"],
             node_ip=node.get("NodeManagerAddress", ""),
-            cache_dir=str(cache_dir),
+            cache_dir=str(cache_dir_for(identity_of(node), config.overrides, cache_dir)),
             standin_slots=slots,
             labels=labels,
             ray_gpus=int(resources.get("GPU", 0)),

@@ -14,13 +14,15 @@ Order of work, so that a refusal comes before the first byte on any node:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from cluster.staging.budget import DiskVerdict
 from cluster.staging.cache_entries import CacheEntry, is_staged, list_entries
+from cluster.staging.cache_identity import cache_identity
 from cluster.staging.config import StagingConfig, StagingMode
 from cluster.staging.errors import StagingError
 from cluster.staging.hub_environment import resolve_endpoint
@@ -28,8 +30,11 @@ from cluster.staging.hub_errors import one_line
 from cluster.staging.layout import CacheLayout, entry_name_for
 from cluster.staging.manifest import SourceManifest
 from cluster.staging.manifest_fetch import fetch_manifest
+from cluster.staging.pins import pin, release_pins
 from cluster.staging.stage import StagedModel, check_disk, stage
 from domain.model_source import ModelSource, SourceKind
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,8 @@ class NodeStaging:
     node: str
     staged: StagedModel | None
     error: str | None
+    shared_with: str | None = None
+    """The node whose staging this one reuses (they see one cache), if so."""
 
     @property
     def ok(self) -> bool:
@@ -48,11 +55,18 @@ class NodeStaging:
 
 @dataclass(frozen=True)
 class ClusterStaging:
-    """Every needed node holds the same verified directory at `path`."""
+    """Every needed node holds a verified directory of the same files; `path` is the first
+    node's (the same on every node unless their cache roots differ)."""
 
     manifest: SourceManifest
     path: Path
     nodes: tuple[NodeStaging, ...]
+
+    def path_on(self, node_id: str) -> Path | None:
+        for item in self.nodes:
+            if item.node_id == node_id and item.staged is not None:
+                return item.staged.path
+        return None
 
 
 class ClusterStagingError(StagingError):
@@ -87,9 +101,27 @@ def stage_task(
     protected: frozenset[str],
     node: str,
     node_id: str,
+    pin_reason: str | None = None,
 ) -> StagedModel:
     _require_node(node_id, node)
-    return stage(source, config, manifest=manifest, protected=protected, node=node)
+    staged = stage(source, config, manifest=manifest, protected=protected, node=node)
+    if pin_reason is not None and staged.entry is not None:
+        # Pinned on this node's cache, in the same task: `cache evict` and other stagings
+        # on the node leave it alone until the manager releases it.
+        pin(CacheLayout(config.cache_dir), staged.entry, pin_reason)
+    return staged
+
+
+def cache_id_task(config: StagingConfig, node: str, node_id: str) -> str:
+    _require_node(node_id, node)
+    return cache_identity(CacheLayout(config.cache_dir))
+
+
+def release_task(
+    config: StagingConfig, prefix: str, keep: frozenset[str], node: str, node_id: str
+) -> list[str]:
+    _require_node(node_id, node)
+    return release_pins(CacheLayout(config.cache_dir), prefix, keep)
 
 
 def verify_task(
@@ -172,9 +204,17 @@ def run_on_nodes(
     return outcomes
 
 
+NodeConfigs = StagingConfig | Mapping[str, StagingConfig]
+"""One staging config for every node, or each node's own (its cache root may differ)."""
+
+
+def _config_of(configs: NodeConfigs, node_id: str) -> StagingConfig:
+    return configs if isinstance(configs, StagingConfig) else configs[node_id]
+
+
 def check_disk_across_nodes(
     manifest: SourceManifest,
-    config: StagingConfig,
+    config: NodeConfigs,
     node_ids: Sequence[str],
     *,
     protected: frozenset[str] = frozenset(),
@@ -184,12 +224,38 @@ def check_disk_across_nodes(
     outcomes = run_on_nodes(
         disk_task,
         node_ids,
-        lambda node_id: (manifest, config, protected, labels[node_id], node_id),
+        lambda node_id: (
+            manifest,
+            _config_of(config, node_id),
+            protected,
+            labels[node_id],
+            node_id,
+        ),
     )
     failed = [f"node {labels[node_id]}: {error}" for node_id, _, error in outcomes if error]
     if failed:
         raise ClusterStagingError("cannot judge disk space: " + "; ".join(failed))
     return {node_id: verdict for node_id, verdict, _ in outcomes}
+
+
+def cache_groups(
+    configs: Mapping[str, StagingConfig], node_ids: Sequence[str], labels: Mapping[str, str]
+) -> list[list[str]]:
+    """`node_ids` grouped by the cache they see, in their order: declared `shared` caches
+    are one group; `per_node` ones are told apart by their marker file."""
+    roots = {configs[node_id].cache_dir for node_id in node_ids}
+    if len(roots) == 1 and all(configs[n].mode is StagingMode.SHARED for n in node_ids):
+        return [list(node_ids)]  # declared shared, at one path on every node
+    outcomes = run_on_nodes(
+        cache_id_task, node_ids, lambda node_id: (configs[node_id], labels[node_id], node_id)
+    )
+    failed = [f"node {labels[node_id]}: {error}" for node_id, _, error in outcomes if error]
+    if failed:
+        raise ClusterStagingError("cannot read the cache markers: " + "; ".join(failed))
+    groups: dict[str, list[str]] = {}
+    for node_id, identity, _ in outcomes:
+        groups.setdefault(str(identity), []).append(node_id)
+    return list(groups.values())
 
 
 def stage_across_nodes(
@@ -200,37 +266,80 @@ def stage_across_nodes(
     manifest: SourceManifest | None = None,
     protected: frozenset[str] = frozenset(),
     token: str | None = None,
+    node_configs: Mapping[str, StagingConfig] | None = None,
+    pin_reason: str | None = None,
 ) -> ClusterStaging:
-    """Stage `source` for a deployment whose shards run on `node_ids`; see the module doc."""
+    """Stage `source` for a deployment whose shards run on `node_ids`; see the module doc.
+
+    `node_configs`: a node's own settings (its cache root) where they differ from `config`.
+    `pin_reason`: pin the staged entry on each cache under this reason."""
     if not node_ids:
         raise ValueError("stage_across_nodes needs at least one node id")
+    configs = {node_id: (node_configs or {}).get(node_id, config) for node_id in node_ids}
     resolved = manifest or fetch_manifest(
         source, endpoint=resolve_endpoint(config.hub_endpoint), token=token
     )
-    downloaders = list(node_ids) if config.mode is StagingMode.PER_NODE else [node_ids[0]]
-    verdicts = check_disk_across_nodes(resolved, config, downloaders, protected=protected)
+    labels = node_labels(node_ids)
+    groups = cache_groups(configs, node_ids, labels)
+    downloaders = [group[0] for group in groups]
+    verdicts = check_disk_across_nodes(resolved, configs, downloaders, protected=protected)
     refused = [
         verdict
-        for verdict in verdicts.values()
-        if not verdict.fits and not (config.allow_eviction and verdict.fits_with_eviction)
+        for node_id, verdict in verdicts.items()
+        if not verdict.fits and not (configs[node_id].allow_eviction and verdict.fits_with_eviction)
     ]
     if refused:
         raise ClusterStagingError("; ".join(verdict.describe() for verdict in refused))
 
-    labels = node_labels(node_ids)
     outcomes = run_on_nodes(
         stage_task,
         downloaders,
-        lambda node_id: (source, config, resolved, protected, labels[node_id], node_id),
+        lambda node_id: (
+            source,
+            configs[node_id],
+            resolved,
+            protected,
+            labels[node_id],
+            node_id,
+            pin_reason,
+        ),
     )
-    if config.mode is StagingMode.SHARED and all(error is None for _, _, error in outcomes):
-        outcomes = run_on_nodes(
-            verify_task, node_ids, lambda node_id: (resolved, config, labels[node_id], node_id)
-        )
-    results = tuple(
+    results = [
         NodeStaging(node_id, labels[node_id], staged, error) for node_id, staged, error in outcomes
+    ]
+    sharing = {node_id: labels[group[0]] for group in groups for node_id in group[1:]}
+    if sharing and all(item.ok for item in results):
+        checked = run_on_nodes(
+            verify_task,
+            list(sharing),
+            lambda node_id: (resolved, configs[node_id], labels[node_id], node_id),
+        )
+        results += [
+            NodeStaging(node_id, labels[node_id], staged, error, shared_with=sharing[node_id])
+            for node_id, staged, error in checked
+        ]
+    return _agreed(resolved, tuple(results))
+
+
+def release_across_nodes(
+    configs: NodeConfigs, node_ids: Sequence[str], prefix: str, keep: frozenset[str]
+) -> dict[str, list[str]]:
+    """Unpin, on every node's cache, the entries pinned under `prefix` + a name not in
+    `keep`; the entries released per node label (nodes that fail are logged, not raised:
+    a pin left behind only keeps files longer)."""
+    labels = node_labels(node_ids)
+    outcomes = run_on_nodes(
+        release_task,
+        node_ids,
+        lambda node_id: (_config_of(configs, node_id), prefix, keep, labels[node_id], node_id),
     )
-    return _agreed(resolved, results)
+    released: dict[str, list[str]] = {}
+    for node_id, names, error in outcomes:
+        if error:
+            log.warning("node %s: cannot release pins: %s", labels[node_id], error)
+        elif names:
+            released[labels[node_id]] = list(names)
+    return released
 
 
 def list_entries_across_nodes(
@@ -253,9 +362,6 @@ def _agreed(manifest: SourceManifest, results: tuple[NodeStaging, ...]) -> Clust
     for item in staged:
         if item.manifest.digest() != expected:
             problems.append(f"node {item.node}: staged another file list than the manifest")
-    paths = {item.path for item in staged}
-    if len(paths) > 1:
-        problems.append("nodes staged to different paths: " + ", ".join(sorted(map(str, paths))))
     if problems or not staged:
         raise ClusterStagingError(
             f"staging {manifest.source} failed: " + "; ".join(problems or ["no node staged it"]),

@@ -43,6 +43,26 @@ def unpin(layout: CacheLayout, name: str) -> bool:
     return existed
 
 
+def release_pins(layout: CacheLayout, prefix: str, keep: frozenset[str]) -> list[str]:
+    """Remove the pins whose reason is `prefix` + an owner not in `keep` (the manager's pins
+    of apps that no longer exist); the entry names unpinned. Pins set by hand never carry
+    the manager's prefix, so they stay."""
+    if not layout.pins_file.exists():
+        return []
+    with FileLock(layout.ledger_lock, timeout=_LOCK_TIMEOUT_S):
+        pins = _read_map(layout)
+        released = [
+            name
+            for name, reason in pins.items()
+            if reason.startswith(prefix) and reason.removeprefix(prefix) not in keep
+        ]
+        if released:
+            for name in released:
+                del pins[name]
+            atomic_write_text(layout.pins_file, json.dumps(pins, sort_keys=True))
+    return sorted(released)
+
+
 def _read_map(layout: CacheLayout) -> dict[str, str]:
     try:
         data = json.loads(layout.pins_file.read_text())

@@ -126,6 +126,21 @@ def dashboards() -> tuple[Dashboard, ...]:
                 unit="bytes",
             ),
             Panel(
+                "Weights staged per node by outcome",
+                (
+                    Target(
+                        q.current(m.NODE_STAGINGS, ("node", "outcome")),
+                        "{{node}} {{outcome}}",
+                    ),
+                    Target(
+                        q.current(m.NODE_STAGED_DOWNLOAD_BYTES, ("node",)),
+                        "{{node}} downloaded bytes",
+                    ),
+                ),
+                kind="table",
+                description=m.NODE_STAGINGS.description,
+            ),
+            Panel(
                 "Requests/s by outcome",
                 (
                     Target(

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cluster.cluster_port import ClusterPorts, PrefetchReport
+from cluster.cluster_port import ClusterPorts, PrefetchReport, StagedWeights
 from cluster.manager_settings import ManagerSettings
 from cluster.node_probe.records import ProbedCluster
 from cluster.ray_nodes import RayNodes
@@ -22,6 +22,7 @@ from cluster.registry_routes import RegistryRoutes
 from cluster.weight_disk_report import WeightsDiskReport
 from domain.app_name import AppName
 from serve_apps.routing_table import ModelRoute
+from serve_apps.weights_locator import WeightsLocator
 from tests.support.memory_cluster import KillSwitch, MemoryServe
 
 
@@ -57,11 +58,17 @@ class KillingNodes:
         self._kill = kill
         self._staging_error = dict(staging_error or {})
 
-    def stage(self, source: str) -> Path:
+    def stage(self, source: str) -> StagedWeights:
         self._kill.check("staging", source)
         if source in self._staging_error:
             raise self._staging_error[source]
         return self._real.stage(source)
+
+    def locator(self, source: str) -> WeightsLocator | None:
+        return self._real.locator(source)
+
+    def release(self, serving: frozenset[str]) -> None:
+        self._real.release(serving)
 
     def read_config(self, source: str) -> Path:
         return self._real.read_config(source)

@@ -22,6 +22,9 @@ from cluster.staging import (
     list_entries_across_nodes,
     stage_across_nodes,
 )
+from cluster.staging.layout import CacheLayout
+from cluster.staging.node_tasks import release_across_nodes
+from cluster.staging.pins import read_pins
 from domain.model_source import parse_model_source
 
 from .local_hub import LocalHub
@@ -73,7 +76,7 @@ def test_the_cluster_has_two_nodes(node_ids):
     assert len(node_ids) == 2
 
 
-def test_per_node_mode_runs_one_pinned_task_per_node_and_checks_they_agree(
+def test_per_node_caches_that_are_one_directory_are_told_apart_by_marker_and_staged_once(
     node_ids, hub: LocalHub, tmp_path: Path
 ):
     config = config_for(tmp_path, hub, mode=StagingMode.PER_NODE)
@@ -82,10 +85,53 @@ def test_per_node_mode_runs_one_pinned_task_per_node_and_checks_they_agree(
     assert all(item.ok for item in result.nodes)
     assert all(item.node.endswith(item.node_id[:8]) for item in result.nodes)
     assert {item.staged.path for item in result.nodes if item.staged} == {result.path}
-    # One disk here: one node downloaded, the other found it staged after waiting its turn.
-    assert sorted(item.staged.reused for item in result.nodes if item.staged) == [False, True]
+    # Both raylets see one directory: its marker says so, so one node downloads and the
+    # other only checks it sees the verified copy.
+    first, second = result.nodes
+    assert first.staged is not None and not first.staged.reused and first.shared_with is None
+    assert second.shared_with == first.node
     assert len(hub.downloads(REPO, SHARD_1)) == 1
     assert (result.path / SHARD_2).is_file()
+
+
+def per_node_dirs(tmp_path: Path, hub: LocalHub, node_ids, **second: object):
+    """Each node its own cache root (as an inventory `cache_dir` override gives it)."""
+    base = config_for(tmp_path / "default", hub, mode=StagingMode.PER_NODE)
+    first = base.model_copy(update={"cache_dir": tmp_path / "node-a"})
+    other = base.model_copy(update={"cache_dir": tmp_path / "node-b", **second})
+    return base, {node_ids[0]: first, node_ids[1]: other}
+
+
+def test_nodes_with_their_own_cache_roots_each_stage_into_theirs(
+    node_ids, hub: LocalHub, tmp_path: Path
+):
+    base, configs = per_node_dirs(tmp_path, hub, node_ids)
+    result = stage_across_nodes(
+        parse_model_source(REPO), base, node_ids, node_configs=configs, pin_reason="serves x"
+    )
+    paths = {item.node_id: item.staged.path for item in result.nodes if item.staged}
+    assert paths[node_ids[0]].is_relative_to(tmp_path / "node-a")
+    assert paths[node_ids[1]].is_relative_to(tmp_path / "node-b")
+    assert all(item.shared_with is None for item in result.nodes)
+    assert len(hub.downloads(REPO, SHARD_1)) == 2
+    assert not (tmp_path / "default").exists()
+    # Each node pinned its own copy; releasing what no model serves unpins both.
+    for config in configs.values():
+        assert read_pins(CacheLayout(config.cache_dir))
+    released = release_across_nodes(configs, node_ids, "serves ", frozenset())
+    assert len(released) == 2
+    assert all(not read_pins(CacheLayout(c.cache_dir)) for c in configs.values())
+
+
+def test_one_node_without_room_refuses_by_name_before_any_node_downloads(
+    node_ids, hub: LocalHub, tmp_path: Path
+):
+    base, configs = per_node_dirs(tmp_path, hub, node_ids, reserve_gib=10**6)
+    with pytest.raises(ClusterStagingError) as refused:
+        stage_across_nodes(parse_model_source(REPO), base, node_ids, node_configs=configs)
+    assert node_ids[1][:8] in str(refused.value)
+    assert node_ids[0][:8] not in str(refused.value)
+    assert hub.downloads(REPO, SHARD_1) == []
 
 
 def test_shared_mode_downloads_once_then_every_node_checks_it_sees_the_model(
@@ -94,7 +140,9 @@ def test_shared_mode_downloads_once_then_every_node_checks_it_sees_the_model(
     config = config_for(tmp_path, hub, mode=StagingMode.SHARED)
     result = stage_across_nodes(parse_model_source(REPO), config, node_ids)
     assert [item.node_id for item in result.nodes] == node_ids
-    assert all(item.ok and item.staged and item.staged.reused for item in result.nodes)
+    assert all(item.ok for item in result.nodes)
+    first, *others = result.nodes
+    assert all(item.shared_with == first.node for item in others)
     assert len(hub.downloads(REPO, SHARD_1)) == 1
 
 
@@ -108,8 +156,8 @@ def test_a_node_without_room_refuses_the_whole_staging_before_any_byte(
     assert not any(verdict.fits for verdict in verdicts.values())
     with pytest.raises(ClusterStagingError) as refused:
         stage_across_nodes(parse_model_source(REPO), config, node_ids, manifest=manifest)
-    for node_id in node_ids:
-        assert node_id[:8] in str(refused.value)
+    # One directory: its one downloader is judged (and named).
+    assert node_ids[0][:8] in str(refused.value)
     assert hub.resolve_requests(REPO) == []
 
 

@@ -19,7 +19,10 @@ from cluster.cluster_port import (
     ClusterPorts,
     Deployed,
     DeployFailed,
+    NodeStaged,
+    NodeStageOutcome,
     PrefetchReport,
+    StagedWeights,
 )
 from cluster.journal import Journal
 from cluster.node_probe.records import GpuFactSource, NodeFacts, ProbedCluster
@@ -30,6 +33,7 @@ from domain.deployment_config import ModelDeploymentConfig
 from domain.fleet_state import FleetState
 from domain.model_state import ModelState
 from serve_apps.routing_table import ModelRoute, RoutingTable
+from serve_apps.weights_locator import WeightsLocator
 
 NODE_ID = "a" * 56
 STANDIN_RESOURCE = "accel_slot"
@@ -133,7 +137,13 @@ class MemoryServe:
             return "no node has the free accelerators (injected)"
         return None
 
-    def start_deploy(self, app: AppName, config: ModelDeploymentConfig, model_path: Path) -> float:
+    def start_deploy(
+        self,
+        app: AppName,
+        config: ModelDeploymentConfig,
+        model_path: Path,
+        weights: WeightsLocator | None = None,
+    ) -> float:
         self.kill.check("deploy:before", app.model)
         self.apps[app.app] = AppStatus.DEPLOYING
         self.deployed.append(app.app)
@@ -197,15 +207,25 @@ class MemoryNodes:
     staging_error: dict[str, Exception] = field(default_factory=dict)
     staged: list[str] = field(default_factory=list)
     prefetched: list[Path] = field(default_factory=list)
+    released: list[frozenset[str]] = field(default_factory=list)
+    """The serving sources each `release` call kept pinned."""
     serve: MemoryServe | None = None
     """Whose applications hold slots (Ray shows them as not available)."""
 
-    def stage(self, source: str) -> Path:
+    def stage(self, source: str) -> StagedWeights:
         self.kill.check("staging", source)
         if source in self.staging_error:
             raise self.staging_error[source]
         self.staged.append(source)
-        return self._model_dir(source)
+        directory = self._model_dir(source)
+        here = NodeStaged(NODE_ID[:12], NodeStageOutcome.REUSED, 0, directory)
+        return StagedWeights(directory, (here,))
+
+    def locator(self, source: str) -> WeightsLocator | None:
+        return None  # one node: the staged directory is what the replica loads
+
+    def release(self, serving: frozenset[str]) -> None:
+        self.released.append(serving)
 
     def read_config(self, source: str) -> Path:
         return self._model_dir(source)
