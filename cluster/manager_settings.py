@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from cluster.node_probe.overrides import InventoryConfig
-from cluster.staging.config import StagingConfig
+from cluster.staging.config import StagingConfig, StagingMode
 from domain.deployment_config import AcceleratorConfig
 from serve_apps.fake_engine import FakeEngineSettings
 
@@ -48,8 +48,15 @@ class ManagerSettings(BaseModel):
 
     @property
     def staging(self) -> StagingConfig:
-        """Where and with which reserve the manager stages weights (the head's disk)."""
-        return StagingConfig(cache_dir=self.state_dir / "cache", reserve_gib=1.0)
+        """Where and with which reserve the manager stages weights: `cache` under the state
+        directory on every node (an inventory override may move a node's elsewhere).
+
+        Per node, not declared shared: nodes that do see one filesystem there are found by
+        its marker file (`staging/cache_identity.py`) and staged once; nodes with local
+        disks each get their own copy."""
+        return StagingConfig(
+            cache_dir=self.state_dir / "cache", reserve_gib=1.0, mode=StagingMode.PER_NODE
+        )
 
     @property
     def accelerator_resource(self) -> str:

@@ -76,11 +76,29 @@ class TenantsStatus(_Document):
     """The busiest keys of the last 60 s, most requests first (at most 10)."""
 
 
+class EndpointStatus(_Document):
+    """One ingress node's gateway: where clients reach the same models and aliases."""
+
+    url: str
+    """Its OpenAI base URL (ends in `/v1`)."""
+    node: str
+    """The start of its Ray node id."""
+    node_ip: str
+    head: bool
+    app: str
+    """Its gateway's Serve application."""
+    alive: bool
+    """Whether Ray sees its node alive now."""
+    running_replicas: int | None = None
+    """Its gateway replicas Serve runs now (None where Serve could not be asked)."""
+
+
 class StatusReport(_Document):
     schema_version: int = SCHEMA_VERSION
     address: str
     """The Ray cluster's address."""
     endpoint: str | None
+    """The head's endpoint (`endpoints` lists every ingress node's)."""
     dashboard_url: str | None
     routing_table_version: int
     models: list[ModelStatus]
@@ -93,6 +111,9 @@ class StatusReport(_Document):
     """The change the manager is making right now, if any."""
     tenants: TenantsStatus | None = None
     """The tenant keys and their top users; None when the stack has no keys file."""
+    endpoints: list[EndpointStatus] = Field(default_factory=list)
+    """Every ingress node's gateway, the head's first; empty on a stack started before
+    ingress nodes were recorded."""
     last_swap: SwapSummary | None = None
     """The latest swap since the manager started: its strategy, phases and how long each
     alias it moved had no model serving it."""

@@ -32,6 +32,14 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--ep", action="store_true", help="expert parallel")
     parser.add_argument(
+        "--replicas",
+        type=int,
+        default=None,
+        metavar="N",
+        help="engine copies, each with the whole layout, each possibly on another node; "
+        "requests sharing a prompt_cache_key (or user) stick to one (default 1)",
+    )
+    parser.add_argument(
         "--dcp", type=int, default=None, help="decode context parallel size (default 1)"
     )
     parser.add_argument(
@@ -121,6 +129,7 @@ def model_config(args: argparse.Namespace) -> ModelDeploymentConfig:
                     "dcp": 1 if getattr(args, "dcp", None) is None else args.dcp,
                 },
                 "engine": engine,
+                "replicas": 1 if getattr(args, "replicas", None) is None else args.replicas,
             }
         )
     except ValidationError as exc:

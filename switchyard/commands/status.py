@@ -12,7 +12,7 @@ from domain.exit_codes import ExitCode, UserInputError
 
 if TYPE_CHECKING:
     from domain.operation import RunningOperation, SwapSummary
-    from domain.status_report import MetricsStatus, StatusReport
+    from domain.status_report import EndpointStatus, MetricsStatus, StatusReport
 
 
 def register(subparsers: Any) -> None:
@@ -80,6 +80,7 @@ def collect(address: str) -> StatusReport:
     ]
     inventory, operation, sampled, last_swap = _from_manager()
     return StatusReport(
+        endpoints=_endpoints(facts),
         address=address,
         endpoint=facts.get("endpoint"),
         dashboard_url=facts.get("dashboard_url"),
@@ -98,6 +99,50 @@ def collect(address: str) -> StatusReport:
             top=[KeyUsage.model_validate(u) for u in usage],
         ),
     )
+
+
+def _endpoints(facts: dict[str, Any]) -> list[EndpointStatus]:
+    """Every ingress node's gateway `up` recorded, with whether its node is alive and how
+    many of its gateway replicas run now."""
+    import ray
+    from ray import serve
+
+    from domain.status_report import EndpointStatus
+    from serve_apps.ray_internals import running_replicas_in
+    from serve_apps.registry import ENDPOINTS_FACT
+
+    recorded = facts.get(ENDPOINTS_FACT)
+    if not isinstance(recorded, list) or not recorded:
+        return []
+    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+    alive = {str(n.get("NodeID")) for n in nodes if n.get("Alive")}
+    try:
+        apps = serve.status().applications
+        running: dict[str, int] | None = {
+            name: sum(running_replicas_in(d) for d in app.deployments.values())
+            for name, app in apps.items()
+        }
+    except Exception:  # Serve's controller restarting: the rest of the status still counts
+        running = None
+    endpoints = []
+    for entry in recorded:
+        if not isinstance(entry, dict):
+            continue
+        node_id = str(entry.get("node_id", ""))
+        app = str(entry.get("app", ""))
+        endpoints.append(
+            EndpointStatus(
+                url=f"{entry.get('url')}/v1",
+                node=str(entry.get("node", node_id[:12])),
+                node_ip=str(entry.get("node_ip", "")),
+                head=bool(entry.get("head")),
+                app=app,
+                # The head's entry may have no id (a stack without a Ray node table).
+                alive=node_id in alive or (bool(entry.get("head")) and not node_id),
+                running_replicas=None if running is None else running.get(app, 0),
+            )
+        )
+    return endpoints
 
 
 def _from_manager() -> tuple[
@@ -170,6 +215,16 @@ def run(args: argparse.Namespace) -> int:
     console.print(
         f"endpoint: {status.endpoint}/v1   ray: {address}   dashboard: {status.dashboard_url}"
     )
+    if len(status.endpoints) > 1:
+        console.print(
+            "ingress endpoints: "
+            + "; ".join(
+                f"{e.url} ({'head' if e.head else 'node ' + e.node}, "
+                f"{'alive' if e.alive else 'node lost'}, "
+                f"{'-' if e.running_replicas is None else e.running_replicas} gateway replicas)"
+                for e in status.endpoints
+            )
+        )
     table = Table("model", "aliases", "state", "layout", "replicas", "source", "tok/s", "TTFT p95")
     for m in status.models:
         table.add_row(

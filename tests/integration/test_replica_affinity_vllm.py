@@ -1,0 +1,132 @@
+"""Cache-aware replica choice on real vLLM engines: requests that share a `prompt_cache_key`
+go to the same replica, so vLLM's own prefix-cache hit counter rises; without the key the
+least-loaded choice scatters a conversation's turns over the replicas and they miss.
+
+Runs on the suite's real stack (tests/support/shared_stacks.py): it adds a Llama miniature
+(GQA; vLLM's CPU build keeps prefix caching on for it, not for MLA) with two replicas, and
+removes it at the end, leaving the stack as it found it.
+
+How the two phases are made comparable: each round sends every conversation's next turn,
+one request every `STAGGER_S`, all overlapping, so the arrival order decides the
+least-loaded choice (first to the first replica, second to the other, ...). The order
+rotates by one each round, so without a key every conversation changes replica between two
+rounds in a row. With a key it keeps its replica (4 keys never exceed the load bound).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.support import shared_stacks
+from tests.support.running_stack import RunningStack
+from tests.support.waiting import wait_until
+
+PAIR = "mini-llama-pair"
+CONVERSATIONS = 4
+ROUNDS = 3
+STAGGER_S = 0.03
+MAX_TOKENS = 48
+HITS = "ray_vllm_prefix_cache_hits_total"
+QUERIES = "ray_vllm_prefix_cache_queries_total"
+AUTH = {"Authorization": f"Bearer {shared_stacks.API_KEY}"}
+WORDS = [
+    *("river", "stone", "garden", "window", "paper", "orange", "silver", "market"),
+    *("winter", "candle", "forest", "bridge", "yellow", "letter", "island", "music"),
+    *("doctor", "mountain", "summer", "pocket"),
+]
+
+
+@pytest.fixture(scope="module")
+def pair(real_stack: RunningStack) -> Iterator[RunningStack]:
+    added = real_stack.cli(
+        "add", "miniature:llama", "--name", PAIR, "--replicas", "2", "--max-model-len", "512"
+    )
+    assert added.returncode == 0, added.stdout + added.stderr
+    try:
+        yield real_stack
+    finally:
+        removed = real_stack.cli("remove", PAIR)
+        assert removed.returncode == 0, removed.stdout + removed.stderr
+
+
+def _series(stack: RunningStack, name: str) -> float:
+    total = 0.0
+    for line in stack.metrics_text().splitlines():
+        if line.startswith(name + "{") and f'model_name="{PAIR}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def _settled(stack: RunningStack) -> tuple[float, float]:
+    """Hits and queries once two exports in a row agree (Ray exports every 2 s here)."""
+    seen: list[tuple[float, float]] = []
+
+    def stable() -> bool:
+        seen.append((_series(stack, HITS), _series(stack, QUERIES)))
+        return len(seen) > 1 and seen[-1] == seen[-2]
+
+    wait_until(stable, 60, 2.5)
+    return seen[-1]
+
+
+def _prompt(phase: str, conversation: int) -> str:
+    words = [*WORDS * 14]
+    random.Random(f"{phase}-{conversation}").shuffle(words)
+    return f"Conversation {phase} {conversation}: " + " ".join(words)
+
+
+def _phase(stack: RunningStack, phase: str, keyed: bool) -> tuple[float, float]:
+    """Prefix-cache hits and queries (tokens) the engines counted for one phase's rounds."""
+    hits_before, queries_before = _settled(stack)
+    failures: list[str] = []
+    for round_index in range(ROUNDS):
+        order = [(round_index + i) % CONVERSATIONS for i in range(CONVERSATIONS)]
+        threads = []
+        for conversation in order:
+            body: dict[str, object] = {
+                "model": PAIR,
+                "prompt": _prompt(phase, conversation),
+                "max_tokens": MAX_TOKENS,
+                "ignore_eos": True,
+            }
+            if keyed:
+                body["prompt_cache_key"] = f"{phase}-{conversation}"
+            thread = threading.Thread(target=_send, args=(stack, body, failures))
+            thread.start()
+            threads.append(thread)
+            time.sleep(STAGGER_S)
+        for thread in threads:
+            thread.join(timeout=120)
+    assert failures == []
+    hits_after, queries_after = _settled(stack)
+    return hits_after - hits_before, queries_after - queries_before
+
+
+def _send(stack: RunningStack, body: dict[str, object], failures: list[str]) -> None:
+    try:
+        reply = httpx.post(f"{stack.base_url}/completions", json=body, headers=AUTH, timeout=120)
+        if reply.status_code != 200:
+            failures.append(f"{reply.status_code}: {reply.text[:200]}")
+    except httpx.HTTPError as exc:
+        failures.append(repr(exc))
+
+
+def test_a_shared_prompt_cache_key_raises_vllms_prefix_cache_hits(pair: RunningStack) -> None:
+    unkeyed_hits, unkeyed_queries = _phase(pair, "unkeyed", keyed=False)
+    keyed_hits, keyed_queries = _phase(pair, "keyed", keyed=True)
+    print(
+        f"\nFIGURE affinity prefix-cache hits: keyed {keyed_hits:.0f}/{keyed_queries:.0f} "
+        f"tokens, unkeyed {unkeyed_hits:.0f}/{unkeyed_queries:.0f}"
+    )
+    assert keyed_queries > 0 and unkeyed_queries > 0
+    # Every turn after a conversation's first hits with the key: (ROUNDS - 1) / ROUNDS of its
+    # prompt, less the partly filled last block; without it, only the turns that happen
+    # to come back to a replica they were on.
+    assert keyed_hits / keyed_queries > 0.5, (keyed_hits, keyed_queries)
+    assert keyed_hits > 1.5 * unkeyed_hits, (keyed_hits, unkeyed_hits)
