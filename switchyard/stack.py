@@ -150,8 +150,8 @@ class Stack:
         )
         if nodes[0].fallback:
             self._report(
-                "no node is an ingress node (the inventory overrides say `ingress: false` "
-                "to every one); the head serves the endpoint"
+                "no node is an ingress node with an address (the inventory overrides say "
+                "`ingress: false` to every one, or Ray lists none); the head serves the endpoint"
             )
         exposed = [n.url for n in nodes if not n.is_head and not is_loopback(n.host)]
         if exposed and not config.gateway.has_keys:

@@ -9,7 +9,9 @@ carry the same number.
 from __future__ import annotations
 
 import os
+import time
 import uuid
+from pathlib import Path
 
 from cluster.staging.layout import CacheLayout
 
@@ -34,12 +36,36 @@ def cache_identity(layout: CacheLayout) -> str:
         os.link(temporary, marker)
     except FileExistsError:
         pass
+    except OSError:
+        # A filesystem without hard links (some FUSE and object-store mounts): create it
+        # exclusively instead; a reader may then see it empty for a moment, hence the wait.
+        _create_exclusively(marker, candidate)
     finally:
         temporary.unlink(missing_ok=True)
-    found = _read(marker)
-    if not found:
-        raise OSError(f"cannot read the cache marker {marker}")
-    return found
+    for _ in range(_READ_TRIES):
+        found = _read(marker)
+        if found:
+            return found
+        time.sleep(_READ_PAUSE_S)
+    raise OSError(
+        f"the cache marker {marker} is empty: delete it (a node writes a new one on its next "
+        "staging) unless another node is writing it now"
+    )
+
+
+_READ_TRIES = 20
+_READ_PAUSE_S = 0.05
+
+
+def _create_exclusively(marker: Path, content: str) -> None:
+    try:
+        descriptor = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(content + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def _read(marker: os.PathLike[str]) -> str:

@@ -56,7 +56,7 @@ def run_prometheus(args: argparse.Namespace) -> int:
 
     from cluster.metrics_targets import service_discovery_file
     from switchyard.observability.alert_rules import alert_rules_file
-    from switchyard.observability.dashboards import ALERTS_FILE, prometheus_config
+    from switchyard.observability.provisioning import ALERTS_FILE, prometheus_config
     from switchyard.observability.status_metrics import PROMETHEUS_URL_FILE
     from switchyard.stack_config import default_state_dir
 

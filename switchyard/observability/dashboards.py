@@ -1,4 +1,4 @@
-"""Grafana dashboards, Grafana provisioning and the Prometheus scrape config, as data.
+"""Grafana dashboards as data, and every generated file under `dashboards/`.
 
 Every expression comes from `promql` over `metric_names`, so the committed files in
 `dashboards/` are regenerated (`switchyard dashboards build`) whenever a metric changes,
@@ -14,20 +14,21 @@ from typing import Any
 
 import yaml
 
-from cluster.metrics_targets import RAY_SD_FILE
 from domain import metric_names as m
 from domain import promql as q
 from switchyard.observability.alert_rules import alert_rules_file
+from switchyard.observability.provisioning import (
+    ALERTS_FILE,
+    grafana_dashboard_provider,
+    grafana_datasource,
+    prometheus_config,
+)
 
-DATASOURCE_UID = "switchyard-prometheus"
 DATASOURCE_VARIABLE = "datasource"
-FOLDER = "Switchyard"
 SCHEMA_VERSION = 39
 PANEL_WIDTH = 12
 PANEL_HEIGHT = 8
 GRID_COLUMNS = 24
-"""Ray links this to the latest session's file; a cluster's own is in its session dir."""
-GRAFANA_DASHBOARDS_DIR = "/var/lib/grafana/dashboards/switchyard"
 
 
 @dataclass(frozen=True)
@@ -431,59 +432,6 @@ def every_expression() -> list[str]:
 
 
 # ---------------------------------------------------------------- Prometheus and provisioning
-
-
-ALERTS_FILE = "alerts.yml"
-"""The alert rules' file, next to the Prometheus config that loads it."""
-
-
-def prometheus_config(sd_file: str = RAY_SD_FILE, scrape_interval_s: int = 10) -> dict[str, Any]:
-    """Scrape every node's Ray metrics agent, as listed by Ray's service discovery file, and
-    evaluate Switchyard's alert rules (`alert_rules.py`; relative to this file)."""
-    interval = f"{scrape_interval_s}s"
-    return {
-        "global": {"scrape_interval": interval, "evaluation_interval": interval},
-        "rule_files": [ALERTS_FILE],
-        "scrape_configs": [
-            {
-                "job_name": "ray",
-                "file_sd_configs": [{"files": [sd_file], "refresh_interval": "5s"}],
-            }
-        ],
-    }
-
-
-def grafana_dashboard_provider() -> dict[str, Any]:
-    return {
-        "apiVersion": 1,
-        "providers": [
-            {
-                "name": "switchyard",
-                "folder": FOLDER,
-                "type": "file",
-                "disableDeletion": False,
-                "allowUiUpdates": False,
-                "updateIntervalSeconds": 30,
-                "options": {"path": GRAFANA_DASHBOARDS_DIR},
-            }
-        ],
-    }
-
-
-def grafana_datasource(url: str = "http://localhost:9090") -> dict[str, Any]:
-    return {
-        "apiVersion": 1,
-        "datasources": [
-            {
-                "name": "Prometheus (Switchyard)",
-                "uid": DATASOURCE_UID,
-                "type": "prometheus",
-                "access": "proxy",
-                "url": url,
-                "isDefault": True,
-            }
-        ],
-    }
 
 
 def generated_files() -> dict[str, str]:

@@ -6,7 +6,8 @@ import re
 from typing import Any
 
 from domain.exit_codes import Rejected
-from switchyard.observability.dashboards import FOLDER, dashboard_json, dashboards
+from switchyard.observability.dashboards import dashboard_json, dashboards
+from switchyard.observability.provisioning import FOLDER
 
 
 def folder_uid(title: str) -> str:

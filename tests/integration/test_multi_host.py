@@ -100,8 +100,10 @@ def cluster(hub: LocalHub, a_cache: Path) -> Iterator[dict[str, Any]]:
         ),
     }
     test_cluster.wait_for_nodes()
+    assert test_cluster.head_node is not None
+    head_ip = test_cluster.head_node.node_ip_address
     try:
-        yield {"cluster": test_cluster, "head_ip": test_cluster.head_node.node_ip_address, **nodes}
+        yield {"cluster": test_cluster, "head_ip": head_ip, **nodes}
     finally:
         test_cluster.shutdown()
         for key, value in saved.items():

@@ -45,7 +45,7 @@ WORDS = [
 @pytest.fixture(scope="module")
 def pair(real_stack: RunningStack) -> Iterator[RunningStack]:
     added = real_stack.cli(
-        "add", "miniature:llama", "--name", PAIR, "--replicas", "2", "--max-model-len", "512"
+        "add", "miniature:llama", "--name", PAIR, "--replicas", "2", "--max-model-len", "1024"
     )
     assert added.returncode == 0, added.stdout + added.stderr
     try:
@@ -76,7 +76,7 @@ def _settled(stack: RunningStack) -> tuple[float, float]:
 
 
 def _prompt(phase: str, conversation: int) -> str:
-    words = [*WORDS * 14]
+    words = [*WORDS * 12]
     random.Random(f"{phase}-{conversation}").shuffle(words)
     return f"Conversation {phase} {conversation}: " + " ".join(words)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -27,36 +26,9 @@ from cluster.node_weights import node_config
 from cluster.ray_nodes import weight_nodes
 from cluster.staging.config import StagingConfig
 from domain.exit_codes import UserInputError
-from serve_apps.ray_internals import HEAD_NODE_RESOURCE
+from tests.support.ray_node_entries import HEAD, NODE_A, NODE_B, ray_node
 
-# The head's id sorts after the others: "head first" is then not merely "by id".
-HEAD = "f3" * 28
-NODE_A = "1a" * 28
-NODE_B = "2b" * 28
 DEFAULT_CACHE = Path("/var/cache/switchyard")
-
-
-def ray_node(
-    node_id: str,
-    ip: str,
-    *,
-    head: bool = False,
-    alive: bool = True,
-    labels: Mapping[str, str] | None = None,
-    resources: Mapping[str, float] | None = None,
-) -> dict[str, Any]:
-    """One `ray.nodes()` entry as Ray returns it; the head offers Ray's head resource."""
-    offered = {"CPU": 4.0, f"node:{ip}": 1.0, **(resources or {})}
-    if head:
-        offered[HEAD_NODE_RESOURCE] = 1.0
-    return {
-        "NodeID": node_id,
-        "Alive": alive,
-        "NodeManagerAddress": ip,
-        "NodeManagerHostname": f"box-{ip.rsplit('.', 1)[-1]}",
-        "Resources": offered,
-        "Labels": {"ray.io/node-id": node_id, **(labels or {})},
-    }
 
 
 def node(

@@ -13,7 +13,8 @@ import yaml
 
 from domain.metric_names import ALL_METRICS
 from switchyard.observability.alert_rules import alert_rules, alert_rules_file
-from switchyard.observability.dashboards import ALERTS_FILE, generated_files, prometheus_config
+from switchyard.observability.dashboards import generated_files
+from switchyard.observability.provisioning import ALERTS_FILE, prometheus_config
 
 EXPORTED = {spec.exported for spec in ALL_METRICS}
 

@@ -9,7 +9,6 @@ Each ingress node has its own gateway app, pinned to it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -23,34 +22,9 @@ from serve_apps.gateway_app import (
     is_gateway_app,
 )
 from serve_apps.ray_internals import HEAD_NODE_RESOURCE, head_node_resources
+from tests.support.ray_node_entries import HEAD, NODE_A, NODE_B, ray_node
 
-# The head's id sorts after the others: "head first" is then not merely "by id".
-HEAD = "f3" * 28
-NODE_A = "1a" * 28
-NODE_B = "2b" * 28
 INGRESS = {"switchyard.io/role": "ingress"}
-
-
-def ray_node(
-    node_id: str,
-    ip: str,
-    *,
-    head: bool = False,
-    alive: bool = True,
-    labels: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """One `ray.nodes()` entry as Ray returns it; the head offers Ray's head resource."""
-    resources = {"CPU": 4.0, f"node:{ip}": 1.0}
-    if head:
-        resources[HEAD_NODE_RESOURCE] = 1.0
-    return {
-        "NodeID": node_id,
-        "Alive": alive,
-        "NodeManagerAddress": ip,
-        "NodeManagerHostname": f"box-{node_id[:4]}",
-        "Resources": resources,
-        "Labels": {"ray.io/node-id": node_id, **(labels or {})},
-    }
 
 
 def head(ip: str = "10.0.0.1") -> dict[str, Any]:

@@ -93,6 +93,26 @@ def test_a_node_losing_the_race_takes_the_winners_id(
 # ------------------------------------------------------------------------ pin reasons
 
 
+def test_a_filesystem_without_hard_links_still_gets_one_marker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_links(*_: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    first = cache_identity(CacheLayout(tmp_path))
+    assert first and cache_identity(CacheLayout(tmp_path)) == first
+    assert [p.name for p in CacheLayout(tmp_path).control_dir.iterdir()] == [MARKER_NAME]
+
+
+def test_an_empty_marker_is_an_error_that_says_what_to_do(tmp_path: Path) -> None:
+    layout = CacheLayout(tmp_path)
+    layout.control_dir.mkdir(parents=True)
+    (layout.control_dir / MARKER_NAME).write_text("")
+    with pytest.raises(OSError, match="is empty: delete it"):
+        cache_identity(layout)
+
+
 def test_the_managers_pin_reason_is_its_prefix_and_the_source() -> None:
     assert pin_reason(OLD) == "switchyard serves Qwen/Qwen2.5-0.5B-Instruct"
     assert pin_reason(OLD).removeprefix(PIN_PREFIX) == OLD
