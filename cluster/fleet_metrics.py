@@ -233,8 +233,9 @@ class RayFleetMetrics:
 
     def node_staging(self, node: str, outcome: str, downloaded_bytes: int) -> None:
         self._node_stagings.inc(1, {"node": node, "outcome": outcome})
-        if downloaded_bytes > 0:
-            self._node_download_bytes.inc(downloaded_bytes, {"node": node})
+        # A gauge, not a counter: it is set (to 0 too) on every staging, so each node that
+        # ever staged has a series, miniature and reused weights included.
+        self._node_download_bytes.set(downloaded_bytes, {"node": node})
 
     def fleet(self, states: Mapping[str, ModelState], aliases: Mapping[str, str]) -> None:
         self._model_state.replace(

@@ -266,10 +266,11 @@ NODE_STAGINGS = MetricSpec(
     "(another node staged the cache this node sees).",
 )
 NODE_STAGED_DOWNLOAD_BYTES = MetricSpec(
-    "switchyard_manager_node_staged_download_bytes",
-    Kind.COUNTER,
+    "switchyard_manager_node_last_download_bytes",
+    Kind.GAUGE,
     ("node",),
-    "Bytes of weights downloaded onto each node's cache by the manager's stagings.",
+    "Bytes of weights the latest staging downloaded onto each node's cache (0 when the node "
+    "had them already or shares another node's cache).",
 )
 ACCELERATORS_TOTAL = MetricSpec(
     "switchyard_node_accelerators",

@@ -134,8 +134,8 @@ def dashboards() -> tuple[Dashboard, ...]:
                         "{{node}} {{outcome}}",
                     ),
                     Target(
-                        q.current(m.NODE_STAGED_DOWNLOAD_BYTES, ("node",)),
-                        "{{node}} downloaded bytes",
+                        q.current(m.NODE_STAGED_DOWNLOAD_BYTES, ("node",), agg="max"),
+                        "{{node}} bytes downloaded by the latest staging",
                     ),
                 ),
                 kind="table",
