@@ -160,6 +160,12 @@ class NodeStageOutcome(StrEnum):
     SHARED = "shared"
     """The node sees a cache another node staged."""
 
+    @classmethod
+    def of(cls, reused: bool, *, shared: bool) -> NodeStageOutcome:
+        if shared:
+            return cls.SHARED
+        return cls.REUSED if reused else cls.DOWNLOADED
+
 
 @dataclass(frozen=True)
 class NodeStaged:

@@ -14,9 +14,8 @@ from typing import Any
 
 from cluster.node_probe.node_roles import identity_of, is_ingress
 from cluster.node_probe.overrides import NodeOverride
+from domain.endpoint_url import WILDCARD_HOSTS, endpoint_url
 from serve_apps.gateway_app import gateway_app_name
-
-WILDCARD_HOSTS = ("0.0.0.0", "::")
 
 
 @dataclass(frozen=True)
@@ -44,16 +43,6 @@ class IngressNode:
             "app": self.app_name,
             "head": self.is_head,
         }
-
-
-def endpoint_url(scheme: str, host: str, port: int) -> str:
-    """A URL for `host` as `StackConfig.endpoint` writes it: a wildcard bind is reached on
-    loopback, an IPv6 address goes in brackets."""
-    if host in WILDCARD_HOSTS:
-        host = "127.0.0.1"
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{scheme}://{host}:{port}"
 
 
 def ingress_nodes(

@@ -46,9 +46,8 @@ class NodeLocalWeights:
     def local_path(self) -> Path:
         import ray
 
-        from cluster.staging.layout import CacheLayout
-        from cluster.staging.pins import pin
-        from cluster.staging.stage import stage
+        from cluster.staging.node_tasks import node_label
+        from cluster.staging.stage import stage_pinned
         from domain.model_source import parse_model_source
 
         node_id = ray.get_runtime_context().get_node_id()
@@ -56,10 +55,14 @@ class NodeLocalWeights:
         entry = next((e for e in entries if e.get("NodeID") == node_id), {"NodeID": node_id})
         node = identity_of(entry)
         config = node_config(self.staging, node, self.overrides)
-        label = f"{node.node_ip or '?'}/{node_id[:8]}"
-        staged = stage(parse_model_source(self.source), config, manifest=self.manifest, node=label)
-        if staged.entry is not None:
-            pin(CacheLayout(config.cache_dir), staged.entry, pin_reason(self.source))
+        label = node_label(node.node_ip, node_id)
+        staged = stage_pinned(
+            parse_model_source(self.source),
+            config,
+            pin_reason(self.source),
+            manifest=self.manifest,
+            node=label,
+        )
         if not staged.reused:
             log.info("staged %s on node %s before starting the engine", self.source, label)
         return staged.path

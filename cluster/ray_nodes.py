@@ -35,14 +35,12 @@ log = logging.getLogger(__name__)
 def weight_nodes(entries: Sequence[Mapping[str, Any]], resource: str) -> list[NodeIdentity]:
     """The alive nodes offering `resource` (the head first); the head alone when none does
     (a cluster without accelerators, whose engines run wherever Ray puts them)."""
-    alive = [identity_of(e) for e in entries if e.get("Alive", True)]
-    chosen = [
-        identity_of(e)
-        for e in entries
-        if e.get("Alive", True) and float((e.get("Resources") or {}).get(resource, 0)) > 0
-    ]
+    alive = [e for e in entries if e.get("Alive", True)]
+    offering = [e for e in alive if float((e.get("Resources") or {}).get(resource, 0)) > 0]
+    chosen = [identity_of(e) for e in offering]
     if not chosen:
-        chosen = [n for n in alive if n.is_head] or alive[:1]
+        every = [identity_of(e) for e in alive]
+        chosen = [n for n in every if n.is_head] or every[:1]
     return sorted(chosen, key=lambda n: (not n.is_head, n.node_id))
 
 
@@ -54,14 +52,10 @@ class RayNodes:
     def stage(self, source: str) -> StagedWeights:
         import ray
 
-        settings = self._settings
-        accelerator = settings.accelerator
-        resource = "GPU" if accelerator.kind == "gpu" else (accelerator.standin_resource or "CPU")
         entries: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
-        nodes = weight_nodes(entries, resource)
+        nodes = weight_nodes(entries, self._settings.accelerator_resource)
         here = str(ray.get_runtime_context().get_node_id())
-        overrides = settings.inventory.overrides
-        configs = {n.node_id: node_config(settings.staging, n, overrides) for n in nodes}
+        configs = self._configs(nodes)
         if [n.node_id for n in nodes] == [here]:
             staged = self._stage_here(source, configs[here], nodes[0])
             return StagedWeights(staged.path, (staged,))
@@ -69,20 +63,24 @@ class RayNodes:
 
     def _stage_here(self, source: str, config: StagingConfig, node: NodeIdentity) -> NodeStaged:
         """One node, the manager's own: staged in this process (no task to schedule)."""
-        from cluster.staging.layout import CacheLayout
-        from cluster.staging.pins import pin
-        from cluster.staging.stage import stage
+        from cluster.staging.node_tasks import node_label
+        from cluster.staging.stage import stage_pinned
 
-        staged = stage(parse_model_source(source), config)
+        staged = stage_pinned(parse_model_source(source), config, pin_reason(source))
         self._manifests[source] = staged.manifest
-        if staged.entry is not None:
-            pin(CacheLayout(config.cache_dir), staged.entry, pin_reason(source))
         return NodeStaged(
-            f"{node.node_ip}/{node.node_id[:8]}",
-            NodeStageOutcome.REUSED if staged.reused else NodeStageOutcome.DOWNLOADED,
+            node_label(node.node_ip, node.node_id),
+            NodeStageOutcome.of(staged.reused, shared=False),
             staged.downloaded_bytes,
             staged.path,
         )
+
+    def _configs(self, nodes: Sequence[NodeIdentity]) -> dict[str, StagingConfig]:
+        """Each node's staging settings (its own cache root where the inventory gives one)."""
+        settings = self._settings
+        return {
+            n.node_id: node_config(settings.staging, n, settings.inventory.overrides) for n in nodes
+        }
 
     def _stage_on(
         self,
@@ -104,12 +102,7 @@ class RayNodes:
         outcomes = []
         for item in staged.nodes:
             assert item.staged is not None  # stage_across_nodes raised otherwise
-            if item.shared_with is not None:
-                outcome = NodeStageOutcome.SHARED
-            elif item.staged.reused:
-                outcome = NodeStageOutcome.REUSED
-            else:
-                outcome = NodeStageOutcome.DOWNLOADED
+            outcome = NodeStageOutcome.of(item.staged.reused, shared=item.shared_with is not None)
             outcomes.append(
                 NodeStaged(item.node, outcome, item.staged.downloaded_bytes, item.staged.path)
             )
@@ -130,12 +123,9 @@ class RayNodes:
 
         from cluster.staging.node_tasks import release_across_nodes
 
-        settings = self._settings
         entries: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
         nodes = [identity_of(e) for e in entries if e.get("Alive", True)]
-        configs = {
-            n.node_id: node_config(settings.staging, n, settings.inventory.overrides) for n in nodes
-        }
+        configs = self._configs(nodes)
         released = release_across_nodes(
             configs, [n.node_id for n in nodes], PIN_PREFIX, frozenset(serving)
         )

@@ -32,7 +32,7 @@ the cache hit, so the key spills to the least loaded replica (and warms it)."""
 
 
 class Choice(enum.Enum):
-    """How `choose` picked the replica (for metrics)."""
+    """How `choose` picked the replica (the unit spec reads it; the gateway takes the replica)."""
 
     NO_KEY = "no_key"
     """No affinity key: the least loaded replica."""

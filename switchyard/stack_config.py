@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from cluster.node_probe.overrides import InventoryConfig
 from cluster.ray_runtime import LocalHeadConfig
 from domain.deployment_config import ModelDeploymentConfig
+from domain.endpoint_url import endpoint_url
 from serve_apps.fake_engine import FakeEngineSettings
 from serve_apps.gateway_settings import GatewaySettings
 
@@ -104,11 +105,7 @@ class StackConfig(BaseModel):
 
     @property
     def endpoint(self) -> str:
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
-        if ":" in host:
-            host = f"[{host}]"
-        scheme = "https" if self.gateway.tls else "http"
-        return f"{scheme}://{host}:{self.port}"
+        return endpoint_url("https" if self.gateway.tls else "http", self.host, self.port)
 
 
 def default_name_for(source: str) -> str:

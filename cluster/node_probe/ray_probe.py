@@ -36,7 +36,7 @@ def probe_cluster(
     pending = []
     for node in sorted(nodes, key=lambda n: str(n["NodeID"])):
         resources = node.get("Resources", {})
-        labels = tuple(sorted((str(k), str(v)) for k, v in (node.get("Labels") or {}).items()))
+        identity = identity_of(node)
         slots = int(resources.get(standin_resource, 0)) if standin_resource else 0
         kinds = [
             k.removeprefix("accelerator_type:")
@@ -46,11 +46,11 @@ def probe_cluster(
         ref = task.options(
             scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
         ).remote(
-            node_id=node["NodeID"],
-            node_ip=node.get("NodeManagerAddress", ""),
-            cache_dir=str(cache_dir_for(identity_of(node), config.overrides, cache_dir)),
+            node_id=identity.node_id,
+            node_ip=identity.node_ip,
+            cache_dir=str(cache_dir_for(identity, config.overrides, cache_dir)),
             standin_slots=slots,
-            labels=labels,
+            labels=identity.labels,
             ray_gpus=int(resources.get("GPU", 0)),
             ray_gpu_kind=kinds[0] if kinds else None,
         )

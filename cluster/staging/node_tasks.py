@@ -30,8 +30,8 @@ from cluster.staging.hub_errors import one_line
 from cluster.staging.layout import CacheLayout, entry_name_for
 from cluster.staging.manifest import SourceManifest
 from cluster.staging.manifest_fetch import fetch_manifest
-from cluster.staging.pins import pin, release_pins
-from cluster.staging.stage import StagedModel, check_disk, stage
+from cluster.staging.pins import release_pins
+from cluster.staging.stage import StagedModel, check_disk, stage, stage_pinned
 from domain.model_source import ModelSource, SourceKind
 
 log = logging.getLogger(__name__)
@@ -104,12 +104,12 @@ def stage_task(
     pin_reason: str | None = None,
 ) -> StagedModel:
     _require_node(node_id, node)
-    staged = stage(source, config, manifest=manifest, protected=protected, node=node)
-    if pin_reason is not None and staged.entry is not None:
-        # Pinned on this node's cache, in the same task: `cache evict` and other stagings
-        # on the node leave it alone until the manager releases it.
-        pin(CacheLayout(config.cache_dir), staged.entry, pin_reason)
-    return staged
+    if pin_reason is None:
+        return stage(source, config, manifest=manifest, protected=protected, node=node)
+    # Pinned on this node's cache in the same task, until the manager releases it.
+    return stage_pinned(
+        source, config, pin_reason, manifest=manifest, protected=protected, node=node
+    )
 
 
 def cache_id_task(config: StagingConfig, node: str, node_id: str) -> str:
@@ -172,13 +172,18 @@ def pinned_to(node_id: str) -> Any:
     return NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
 
 
+def node_label(node_ip: str, node_id: str) -> str:
+    """'10.0.0.5/ab12cd34': an address people recognise plus the id's start."""
+    return f"{node_ip or '?'}/{node_id[:8]}"
+
+
 def node_labels(node_ids: Sequence[str]) -> dict[str, str]:
-    """'10.0.0.5/ab12cd34' for each node: an address people recognise plus the id's start."""
+    """`node_label` of each node, from Ray's node table."""
     import ray
 
     nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
-    addresses = {item["NodeID"]: item.get("NodeManagerAddress", "?") for item in nodes}
-    return {node_id: f"{addresses.get(node_id, '?')}/{node_id[:8]}" for node_id in node_ids}
+    addresses = {item["NodeID"]: item.get("NodeManagerAddress", "") for item in nodes}
+    return {node_id: node_label(addresses.get(node_id, ""), node_id) for node_id in node_ids}
 
 
 def run_on_nodes(

@@ -42,6 +42,7 @@ from cluster.staging.integrity import (
 from cluster.staging.layout import CacheLayout, entry_name_for
 from cluster.staging.manifest import SourceManifest
 from cluster.staging.manifest_fetch import fetch_manifest, generate_miniature, local_manifest
+from cluster.staging.pins import pin
 from cluster.staging.progress import DiskProgressMonitor, ProgressSink, default_sink
 from cluster.staging.space_gate import FreeBytesProbe, SpaceGate, disk_free_bytes
 from cluster.staging.units import format_bytes, format_duration
@@ -116,6 +117,24 @@ def stage(
         sink=sink,
         free_bytes=free_bytes,
     )
+
+
+def stage_pinned(
+    source: ModelSource,
+    config: StagingConfig,
+    pin_reason: str,
+    *,
+    manifest: SourceManifest | None = None,
+    protected: frozenset[str] = frozenset(),
+    node: str | None = None,
+) -> StagedModel:
+    """`stage()`, then pin the entry under `pin_reason` on the same cache, so eviction and
+    other stagings on the node leave it alone until the pin is released (local and
+    miniature sources have no entry to pin)."""
+    staged = stage(source, config, manifest=manifest, protected=protected, node=node)
+    if staged.entry is not None:
+        pin(CacheLayout(config.cache_dir), staged.entry, pin_reason)
+    return staged
 
 
 def check_disk(

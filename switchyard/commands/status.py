@@ -105,10 +105,9 @@ def _endpoints(facts: dict[str, Any]) -> list[EndpointStatus]:
     """Every ingress node's gateway `up` recorded, with whether its node is alive and how
     many of its gateway replicas run now."""
     import ray
-    from ray import serve
 
+    from cluster.serve_control import ServeControl
     from domain.status_report import EndpointStatus
-    from serve_apps.ray_internals import running_replicas_in
     from serve_apps.registry import ENDPOINTS_FACT
 
     recorded = facts.get(ENDPOINTS_FACT)
@@ -116,12 +115,9 @@ def _endpoints(facts: dict[str, Any]) -> list[EndpointStatus]:
         return []
     nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
     alive = {str(n.get("NodeID")) for n in nodes if n.get("Alive")}
+    running: dict[str, int] | None
     try:
-        apps = serve.status().applications
-        running: dict[str, int] | None = {
-            name: sum(running_replicas_in(d) for d in app.deployments.values())
-            for name, app in apps.items()
-        }
+        running = ServeControl().running_replicas()
     except Exception:  # Serve's controller restarting: the rest of the status still counts
         running = None
     endpoints = []

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from cluster.ingress_nodes import IngressNode, endpoint_url, ingress_nodes
+from cluster.ingress_nodes import IngressNode, ingress_nodes
 from cluster.node_probe.overrides import NodeOverride
+from domain.endpoint_url import endpoint_url
 from serve_apps.gateway_app import (
     GATEWAY_APP_NAME,
     gateway_actor_options,
