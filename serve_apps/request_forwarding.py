@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi.responses import JSONResponse, Response
@@ -25,8 +23,8 @@ from serve_apps.openai_errors import GatewayError
 from serve_apps.relay_response import RelayResponse
 from serve_apps.request_timing import RequestTiming
 from serve_apps.routing_table import ModelRoute
-from serve_apps.sse_encoding import as_json, has_content, sse_error, sse_text
-from serve_apps.stream_usage import scan_chunk
+from serve_apps.sse_encoding import as_json
+from serve_apps.stream_relay import StreamRelay
 
 log = logging.getLogger(__name__)
 
@@ -98,57 +96,21 @@ class RequestForwarder:
                     timing.usage.take(payload.get("usage"))
                 self._metrics.request_finished(timing.record(RequestOutcome.OK, 200))
                 return JSONResponse(payload)
-            return RelayResponse(self._sse(route, first, outputs, release, timing))
+            return RelayResponse(
+                StreamRelay(
+                    route,
+                    first,
+                    outputs,
+                    timing=timing,
+                    release=release,
+                    metrics=self._metrics,
+                    retry_after_s=self._settings.retry_after_s,
+                    failure=self._backend_failure,
+                )
+            )
         except BaseException:
             release()
             raise
-
-    async def _sse(
-        self,
-        route: ModelRoute,
-        first: Any,
-        outputs: AsyncIterator[Any],
-        release: Callable[[], None],
-        timing: RequestTiming,
-    ) -> AsyncIterator[bytes]:
-        started = time.monotonic()
-        outcome = RequestOutcome.CANCELLED
-        usage, strip = timing.usage, timing.strip_usage
-        try:
-            # The first chunk is the first token's (vLLM sends nothing before prefill ends).
-            timing.chunk()
-            yield scan_chunk(_sse_bytes(first), usage, strip_usage=strip)
-            async for item in outputs:
-                # The direct path's items are the engine's bytes (the per-token case: kept
-                # to two substring scans); the handle path's are objects or text.
-                if type(item) is not bytes:
-                    error = model_server_error(item, self._settings.retry_after_s)
-                    if error is not None:
-                        outcome = RequestOutcome.STREAM_ERROR
-                        yield sse_error(error).encode()
-                        return
-                    item = _sse_bytes(item)
-                chunk = scan_chunk(item, usage, strip_usage=strip)
-                if has_content(chunk):
-                    timing.chunk()
-                if chunk:
-                    yield chunk
-            outcome = RequestOutcome.OK
-        except Exception as exc:
-            # Headers are sent; the only honest signal left is an error event in the stream.
-            log.warning(
-                "request %s: stream from %s broke after %.1f s: %s",
-                timing.request_id,
-                route.name,
-                time.monotonic() - started,
-                exc,
-            )
-            outcome = RequestOutcome.STREAM_ERROR
-            yield sse_error(self._backend_failure(route, exc)).encode()
-        finally:
-            release()
-            # The status line (200) went out with the first chunk, whatever happened after.
-            self._metrics.request_finished(timing.record(outcome, 200))
 
     def _backend_failure(self, route: ModelRoute, exc: BaseException) -> GatewayError:
         log.warning("model %s failed a request: %r", route.name, exc)
@@ -159,7 +121,3 @@ class RequestForwarder:
 
     def _unavailable(self, message: str) -> GatewayError:
         return unavailable(message, self._settings.retry_after_s)
-
-
-def _sse_bytes(item: Any) -> bytes:
-    return item if type(item) is bytes else sse_text(item).encode("utf-8")

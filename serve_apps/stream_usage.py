@@ -17,7 +17,8 @@ _DATA = "data: "
 # `"usage": null` in every token chunk, and parsing each of those would cost the gateway a
 # JSON decode per token.
 _USAGE_OBJECT = re.compile(r'"usage":\s*\{')
-_USAGE_KEY = b'"usage":'
+USAGE_KEY = b'"usage":'
+"""In every chunk that reports usage; a token's text cannot hold it unescaped."""
 
 
 @dataclass
@@ -82,7 +83,7 @@ def scan_events(text: str, usage: Usage, *, strip_usage: bool) -> str:
 def scan_chunk(chunk: bytes, usage: Usage, *, strip_usage: bool) -> bytes:
     """`scan_events` on the bytes the engine sent: a chunk without a usage key (all but
     about one per request) is returned as it is, after one substring search."""
-    if _USAGE_KEY not in chunk:
+    if USAGE_KEY not in chunk:
         return chunk
     text = chunk.decode("utf-8", "replace")
     scanned = scan_events(text, usage, strip_usage=strip_usage)

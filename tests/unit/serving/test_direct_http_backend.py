@@ -17,17 +17,13 @@ import pytest
 from domain.model_state import ModelState
 from serve_apps.asgi_listener import AsgiListener
 from serve_apps.bearer_token_guard import BearerTokenGuard
-from serve_apps.direct_http_backend import (
-    DirectHttpBackend,
-    EngineEndpointView,
-    complete_events,
-    engine_http_error,
-    split_at_error_event,
-)
+from serve_apps.direct_http_backend import DirectHttpBackend, EngineEndpointView
 from serve_apps.engine_endpoint import EngineEndpoint
+from serve_apps.engine_events import complete_events, engine_http_error, split_at_error_event
 from serve_apps.gateway_errors import model_server_error
 from serve_apps.model_backend import Method
 from serve_apps.routing_table import ModelRoute
+from tests.support.asgi_apps import request_body
 
 pytestmark = pytest.mark.anyio
 
@@ -57,12 +53,7 @@ class FakeEngineApp:
     }
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        raw = await request_body(receive)
         body = json.loads(raw)
         self.bodies.append(body)
         if body.get("prompt") == "bad":

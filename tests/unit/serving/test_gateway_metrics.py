@@ -19,6 +19,7 @@ from serve_apps.gateway_metrics import (
     HoldOutcome,
     RecordingGatewayMetrics,
     RequestOutcome,
+    sampled_gaps,
 )
 from serve_apps.gateway_settings import GatewaySettings
 from serve_apps.replica_health import ReplicaHealthView
@@ -196,3 +197,18 @@ async def test_a_hold_that_times_out_is_recorded_as_such() -> None:
     assert response.status_code == 503
     assert [h[:2] for h in m.metrics.holds] == [("default", HoldOutcome.TIMEOUT)]
     assert m.metrics.requests[0].outcome is RequestOutcome.UNAVAILABLE
+
+
+def test_inter_token_gaps_are_sampled_one_in_n_across_requests() -> None:
+    every, seen = 4, 0
+    recorded: list[float] = []
+    for request in ((0.1, 0.2, 0.3), (0.4,), (0.5, 0.6, 0.7, 0.8, 0.9)):
+        chosen, seen = sampled_gaps(request, seen, every)
+        recorded.extend(chosen)
+    # The 1st, 5th and 9th gap overall: a short request still weighs by its gaps.
+    assert recorded == [0.1, 0.5, 0.9]
+    assert seen == 9
+
+
+def test_sampling_every_gap_records_them_all() -> None:
+    assert sampled_gaps((0.1, 0.2), 5, 1) == ((0.1, 0.2), 7)

@@ -25,6 +25,23 @@ async def _chunks(events: list[bytes], finished: list[str]) -> AsyncIterator[byt
         finished.append("closed")
 
 
+class _PulledSource:
+    """A stream that can only be pulled (as the handle path's are)."""
+
+    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
+        self._chunks = chunks
+        self.stopped = False
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        return self._chunks
+
+    def push(self, writer: Any) -> None:
+        return None
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
 async def _quiet_receive() -> Message:
     await asyncio.Event().wait()  # the client stays
     return {"type": "http.disconnect"}
@@ -42,7 +59,7 @@ async def test_headers_go_through_the_middlewares_and_chunks_straight_to_the_ser
         await server_send(message)
 
     finished: list[str] = []
-    response = RelayResponse(_chunks([b"data: 1\n\n", b"data: 2\n\n"], finished))
+    response = RelayResponse(_PulledSource(_chunks([b"data: 1\n\n", b"data: 2\n\n"], finished)))
     scope: dict[str, Any] = {"type": "http"}
     await keep_server_send(lambda s, r, send: response(s, r, middleware_send))(
         scope, _quiet_receive, server_send
@@ -70,7 +87,9 @@ async def test_a_client_that_leaves_cancels_the_stream_and_closes_its_source() -
 
     finished: list[str] = []
     endless = [b"data: x\n\n"] * 10_000
-    await asyncio.wait_for(RelayResponse(_chunks(endless, finished))({}, receive, send), 5)
+    source = _PulledSource(_chunks(endless, finished))
+    await asyncio.wait_for(RelayResponse(source)({}, receive, send), 5)
     assert finished == ["closed"]
+    assert source.stopped
     assert len(sent) < 100
     assert not any(m.get("more_body") is False for m in sent)
