@@ -268,7 +268,13 @@ class EngineConnections:
     async def _exchange(self, connection: _EngineProtocol, request: bytes) -> EngineResponse:
         response = connection.send(request)
         assert connection.headers_done is not None
-        await connection.headers_done
+        try:
+            await connection.headers_done
+        except BaseException:
+            # Cancelled (the first-token timeout, a client gone) or failed: the engine must
+            # not go on generating for nobody, and the connection is in no state to reuse.
+            connection.close()
+            raise
         return response
 
     def _pooled(self, address: EngineAddress) -> _EngineProtocol | None:

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.anyio
 class Engine:
     """Answers `/json` with Content-Length, `/stream` chunked (three pieces), `/cut` by
     dropping the connection mid-answer, `/endless` with one piece and then nothing until
-    its client leaves; records each request's client port and headers."""
+    its client leaves, `/silent` not at all; records each request's client port and headers."""
 
     clients: list[int] = field(default_factory=list)
     left: asyncio.Event = field(default_factory=asyncio.Event)
@@ -41,6 +41,11 @@ class Engine:
         self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
         body = await request_body(receive)
         self.bodies.append(body)
+        if scope["path"] == "/silent":  # never answers: waits for its client to leave
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            self.left.set()
+            return
         if scope["path"] == "/json":
             payload = json.dumps({"echo": json.loads(body)}).encode()
             await send({"type": "http.response.start", "status": 201, "headers": []})
@@ -118,6 +123,18 @@ async def test_an_abandoned_answer_closes_its_connection(engine: Any) -> None:
         await asyncio.wait_for(app.left.wait(), 5)
         await (await connections.request(url, "/json", {}, b"{}")).read()
         assert len(set(app.clients)) == 2
+    finally:
+        await connections.close()
+
+
+async def test_a_request_given_up_before_its_answer_closes_its_connection(engine: Any) -> None:
+    app, url = engine
+    connections = EngineConnections()
+    try:
+        waiting = asyncio.ensure_future(connections.request(url, "/silent", {}, b"{}"))
+        await asyncio.sleep(0.2)
+        waiting.cancel()  # the first-token timeout, or a client gone
+        await asyncio.wait_for(app.left.wait(), 5)  # vLLM would abort the request here
     finally:
         await connections.close()
 
