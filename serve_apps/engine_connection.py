@@ -61,7 +61,6 @@ class EngineResponse:
     def __init__(self, connection: _EngineProtocol) -> None:
         self._connection = connection
         self.status = 0
-        self.headers: list[tuple[bytes, bytes]] = []
         self.keep_alive = False
         self.complete = False
         self._pieces: deque[bytes] = deque()
@@ -175,11 +174,8 @@ class _EngineProtocol(asyncio.Protocol):
         self._pool._forget(self)
         self._failed(EngineConnectionLost("the engine closed the connection mid-answer"))
 
-    # httptools
-    def on_header(self, name: bytes, value: bytes) -> None:
-        if self.response is not None:
-            self.response.headers.append((name.lower(), value))
-
+    # httptools (no `on_header`: the relay needs the status and framing only, which the
+    # parser tracks itself)
     def on_headers_complete(self) -> None:
         if self.response is None:
             return
@@ -196,8 +192,6 @@ class _EngineProtocol(asyncio.Protocol):
         response, self.response = self.response, None
         if response is None:
             return
-        if self.headers_done is not None and not self.headers_done.done():
-            self.headers_done.set_result(None)
         response._complete()
         if response.keep_alive and not self.lost:
             self._pool._release(self)
@@ -245,6 +239,7 @@ class EngineConnections:
         self._idle_timeout_s = idle_timeout_s
         self._idle: dict[EngineAddress, list[_EngineProtocol]] = {}
         self._all: set[_EngineProtocol] = set()
+        self._addresses: dict[str, EngineAddress] = {}  # parsed once per endpoint URL
 
     async def request(
         self, url: str, path: str, headers: dict[str, str], body: bytes
@@ -252,7 +247,9 @@ class EngineConnections:
         """POST `body` to `url` + `path`; returns once the status and headers are in.
 
         Raises `EngineUnreachable` when nothing reached the engine."""
-        address = EngineAddress.of(url)
+        address = self._addresses.get(url)
+        if address is None:
+            address = self._addresses[url] = EngineAddress.of(url)
         request = _request_bytes(address, path, headers, body)
         connection = self._pooled(address)
         if connection is not None:

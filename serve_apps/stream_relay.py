@@ -81,9 +81,7 @@ class StreamRelay:
     def _first_chunk(self) -> bytes:
         # The first chunk is the first token's (vLLM sends nothing before prefill ends).
         self._timing.chunk()
-        first = self._first
-        raw = first if type(first) is bytes else sse_text(first).encode("utf-8")
-        return scan_chunk(raw, self._usage, strip_usage=self._strip)
+        return scan_chunk(_as_bytes(self._first), self._usage, strip_usage=self._strip)
 
     def _engine_bytes(self, data: bytes) -> bytes:
         """The per-token case: substring scans and a content test, no parse."""
@@ -134,7 +132,7 @@ class StreamRelay:
                     if error_event is not None:
                         yield error_event
                         return
-                    item = sse_text(item).encode("utf-8")
+                    item = _as_bytes(item)
                 chunk = self._engine_bytes(item)
                 if chunk:
                     yield chunk
@@ -196,3 +194,8 @@ class StreamRelay:
         self.finish()
         if not self._done.done():
             self._done.set_result(None)
+
+
+def _as_bytes(item: Any) -> bytes:
+    """The engine's bytes as they are; the handle path's objects and text as SSE bytes."""
+    return item if type(item) is bytes else sse_text(item).encode("utf-8")

@@ -76,111 +76,103 @@ async def engine() -> AsyncIterator[tuple[Engine, str]]:
         await listener.stop()
 
 
-async def test_a_content_length_answer_is_read_whole_with_its_status(engine: Any) -> None:
-    app, url = engine
-    connections = EngineConnections()
+@pytest.fixture
+async def connections() -> AsyncIterator[EngineConnections]:
+    pool = EngineConnections()
     try:
-        response = await connections.request(url, "/json", {"X-Request-Id": "r1"}, b'{"a": 1}')
-        assert response.status == 201
-        assert json.loads(await response.read()) == {"echo": {"a": 1}}
+        yield pool
     finally:
-        await connections.close()
+        await pool.close()
+
+
+async def test_a_content_length_answer_is_read_whole_with_its_status(
+    engine: Any, connections: EngineConnections
+) -> None:
+    app, url = engine
+    response = await connections.request(url, "/json", {"X-Request-Id": "r1"}, b'{"a": 1}')
+    assert response.status == 201
+    assert json.loads(await response.read()) == {"echo": {"a": 1}}
     assert app.headers[0]["x-request-id"] == "r1"
     assert app.headers[0]["host"] == url.removeprefix("http://")
 
 
-async def test_a_chunked_answer_comes_piece_by_piece_then_ends(engine: Any) -> None:
+async def test_a_chunked_answer_comes_piece_by_piece_then_ends(
+    engine: Any, connections: EngineConnections
+) -> None:
     _, url = engine
-    connections = EngineConnections()
-    try:
-        response = await connections.request(url, "/stream", {}, b"{}")
-        pieces = []
-        while (piece := await response.next_piece()) is not None:
-            pieces.append(piece)
-        assert b"".join(pieces) == b"data: 1\n\ndata: 2\n\ndata: 3\n\n"
-    finally:
-        await connections.close()
+    response = await connections.request(url, "/stream", {}, b"{}")
+    pieces = []
+    while (piece := await response.next_piece()) is not None:
+        pieces.append(piece)
+    assert b"".join(pieces) == b"data: 1\n\ndata: 2\n\ndata: 3\n\n"
 
 
-async def test_a_finished_answer_leaves_its_connection_for_the_next_request(engine: Any) -> None:
+async def test_a_finished_answer_leaves_its_connection_for_the_next_request(
+    engine: Any, connections: EngineConnections
+) -> None:
     app, url = engine
-    connections = EngineConnections()
-    try:
-        for path in ("/stream", "/json", "/stream"):
-            await (await connections.request(url, path, {}, b"{}")).read()
-        assert len(set(app.clients)) == 1
-    finally:
-        await connections.close()
+    for path in ("/stream", "/json", "/stream"):
+        await (await connections.request(url, path, {}, b"{}")).read()
+    assert len(set(app.clients)) == 1
 
 
-async def test_an_abandoned_answer_closes_its_connection(engine: Any) -> None:
+async def test_an_abandoned_answer_closes_its_connection(
+    engine: Any, connections: EngineConnections
+) -> None:
     app, url = engine
-    connections = EngineConnections()
-    try:
-        response = await connections.request(url, "/endless", {}, b"{}")
-        assert await response.next_piece() == b"data: 1\n\n"
-        response.abandon()  # a client that left: the engine must see the disconnect
-        await asyncio.wait_for(app.left.wait(), 5)
-        await (await connections.request(url, "/json", {}, b"{}")).read()
-        assert len(set(app.clients)) == 2
-    finally:
-        await connections.close()
+    response = await connections.request(url, "/endless", {}, b"{}")
+    assert await response.next_piece() == b"data: 1\n\n"
+    response.abandon()  # a client that left: the engine must see the disconnect
+    await asyncio.wait_for(app.left.wait(), 5)
+    await (await connections.request(url, "/json", {}, b"{}")).read()
+    assert len(set(app.clients)) == 2
 
 
-async def test_a_request_given_up_before_its_answer_closes_its_connection(engine: Any) -> None:
+async def test_a_request_given_up_before_its_answer_closes_its_connection(
+    engine: Any, connections: EngineConnections
+) -> None:
     app, url = engine
-    connections = EngineConnections()
-    try:
-        waiting = asyncio.ensure_future(connections.request(url, "/silent", {}, b"{}"))
-        await asyncio.sleep(0.2)
-        waiting.cancel()  # the first-token timeout, or a client gone
-        await asyncio.wait_for(app.left.wait(), 5)  # vLLM would abort the request here
-    finally:
-        await connections.close()
+    waiting = asyncio.ensure_future(connections.request(url, "/silent", {}, b"{}"))
+    await asyncio.sleep(0.2)
+    waiting.cancel()  # the first-token timeout, or a client gone
+    await asyncio.wait_for(app.left.wait(), 5)  # vLLM would abort the request here
 
 
-async def test_pushed_pieces_come_from_the_read_buffered_ones_first(engine: Any) -> None:
+async def test_pushed_pieces_come_from_the_read_buffered_ones_first(
+    engine: Any, connections: EngineConnections
+) -> None:
     _, url = engine
-    connections = EngineConnections()
-    try:
-        response = await connections.request(url, "/stream", {}, b"{}")
-        first = await response.next_piece()
-        pieces: list[bytes] = []
-        ended: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
-        response.push_to(pieces.append, ended.set_result)
-        assert await asyncio.wait_for(ended, 5) is None
-        assert first == b"data: 1\n\n"
-        assert pieces == [b"data: 2\n\n", b"data: 3\n\n"]
-    finally:
-        await connections.close()
+    response = await connections.request(url, "/stream", {}, b"{}")
+    first = await response.next_piece()
+    pieces: list[bytes] = []
+    ended: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+    response.push_to(pieces.append, ended.set_result)
+    assert await asyncio.wait_for(ended, 5) is None
+    assert first == b"data: 1\n\n"
+    assert pieces == [b"data: 2\n\n", b"data: 3\n\n"]
 
 
-async def test_an_answer_cut_midway_fails_the_reader(engine: Any) -> None:
+async def test_an_answer_cut_midway_fails_the_reader(
+    engine: Any, connections: EngineConnections
+) -> None:
     _, url = engine
-    connections = EngineConnections()
-    try:
-        response = await connections.request(url, "/cut", {}, b"{}")
-        with pytest.raises(EngineConnectionLost):
-            await asyncio.wait_for(response.read(), 5)
-    finally:
-        await connections.close()
+    response = await connections.request(url, "/cut", {}, b"{}")
+    with pytest.raises(EngineConnectionLost):
+        await asyncio.wait_for(response.read(), 5)
 
 
 async def test_a_pooled_connection_the_engine_closed_is_replaced_without_an_error(
     engine: Any,
+    connections: EngineConnections,
 ) -> None:
     app, url = engine
-    connections = EngineConnections()
-    try:
-        await (await connections.request(url, "/json", {}, b"{}")).read()
-        (pooled,) = connections._idle[EngineAddress.of(url)]
-        assert pooled.transport is not None
-        pooled.transport.close()  # as an engine's keep-alive timeout would
-        response = await connections.request(url, "/json", {}, b'{"b": 2}')
-        assert json.loads(await response.read()) == {"echo": {"b": 2}}
-        assert len(set(app.clients)) == 2
-    finally:
-        await connections.close()
+    await (await connections.request(url, "/json", {}, b"{}")).read()
+    (pooled,) = connections._idle[EngineAddress.of(url)]
+    assert pooled.transport is not None
+    pooled.transport.close()  # as an engine's keep-alive timeout would
+    response = await connections.request(url, "/json", {}, b'{"b": 2}')
+    assert json.loads(await response.read()) == {"echo": {"b": 2}}
+    assert len(set(app.clients)) == 2
 
 
 async def test_a_closed_port_is_unreachable() -> None:
