@@ -1,4 +1,18 @@
-"""The Ray Serve settings Switchyard's handle calls run with, on every Ray process it starts.
+"""The Ray and Ray Serve settings every Ray process Switchyard starts runs with.
+
+Serving processes run at the priority of Ray's own daemons. Ray starts its worker processes at
+`nice 15` (`RAY_worker_niceness`) so that its raylet, GCS and dashboard win the CPU over user
+work. On a serving head those workers are the product: the engine replicas (vLLM's engine core
+and workers are a Ray worker's children and inherit the niceness), the gateway and the fleet
+manager. At nice 15 every Ray daemon, and any process run beside the cluster (a load
+generator, an operator's script), takes the CPU from them first: the gateway's event loop was
+preempted once per 4 relayed tokens under load, 10 times as often as at nice 0
+(`benchmarks/relay_cost_split.py`), and vLLM's own server, run by hand, competed at nice 0
+against Switchyard's engine at 15, so the fair comparison was not fair in this. Niceness 0
+puts them on equal terms; the kernel still gives Ray's daemons their share. A lower value
+would need privileges and could starve Ray's daemons.
+
+The Ray Serve settings below are for Switchyard's handle calls.
 
 Tokens normally reach clients without Ray Serve (the gateway listens on the endpoint itself
 and streams from the engine replicas' own HTTP ports: serve_apps/direct_http_backend.py).
@@ -29,6 +43,9 @@ from collections.abc import Mapping
 from typing import Final
 
 SERVE_TUNING_ENV: Final[Mapping[str, str]] = {
+    # Engines, gateways and the manager at the priority of Ray's daemons, not below them (see
+    # the module docstring). Ray reads it in each worker as it starts.
+    "RAY_worker_niceness": "0",
     # Handle and proxy traffic over gRPC: one streamed chunk is one gRPC message instead of a
     # Ray object per chunk.
     "RAY_SERVE_USE_GRPC_BY_DEFAULT": "1",

@@ -12,6 +12,7 @@ import json
 
 import httpx
 import openai
+import psutil
 import pytest
 
 from tests.support import shared_stacks
@@ -176,3 +177,21 @@ def test_requests_reach_the_engines_over_their_direct_http_ports(
     after = paths()
     assert after["direct"] == before.get("direct", 0) + 2, (before, after)
     assert after.get("handle", 0) == before.get("handle", 0), (before, after)
+
+
+def test_engines_and_the_gateway_run_at_the_priority_of_rays_daemons(stack: RunningStack) -> None:
+    # Ray starts workers at nice 15; at that priority every Ray daemon took the CPU from a
+    # CPU-bound engine first (cluster/serve_tuning.py, BENCHMARKS.md).
+    niceness: dict[str, set[int]] = {}
+    for proc in stack.processes():
+        try:
+            title = (proc.cmdline() or [proc.name()])[0]
+            role = next(
+                (r for r in ("raylet", "VLLM::EngineCore", "ServeReplica:") if r in title), None
+            )
+            if role is not None:
+                niceness.setdefault(role, set()).add(proc.nice())
+        except psutil.Error:
+            continue  # a process that ended meanwhile
+    assert niceness.keys() == {"raylet", "VLLM::EngineCore", "ServeReplica:"}, niceness
+    assert niceness["VLLM::EngineCore"] == niceness["ServeReplica:"] == niceness["raylet"], niceness

@@ -16,6 +16,11 @@ def test_the_router_keeps_its_own_loop_for_the_threaded_manager() -> None:
     assert SERVE_TUNING_ENV["RAY_SERVE_RUN_ROUTER_IN_SEPARATE_LOOP"] == "1"
 
 
+def test_serving_workers_run_at_the_priority_of_rays_daemons() -> None:
+    # Ray's default (15) lets every Ray daemon take the CPU from a CPU-bound engine first.
+    assert with_serve_tuning({})["RAY_worker_niceness"] == "0"
+
+
 def test_a_value_the_operator_set_is_kept() -> None:
     env = with_serve_tuning({"RAY_SERVE_USE_GRPC_BY_DEFAULT": "0"})
     assert env["RAY_SERVE_USE_GRPC_BY_DEFAULT"] == "0"
