@@ -22,6 +22,7 @@ from domain.metric_names import (
     GATEWAY_PROMPT_TOKENS,
     GATEWAY_REQUESTS,
     GATEWAY_TTFT,
+    RAY_PREFIX,
 )
 
 QUANTILE = 0.95
@@ -59,6 +60,28 @@ class Scrape:
     )
 
 
+_FAMILIES = tuple(
+    RAY_PREFIX + spec.name
+    for spec in (GATEWAY_GENERATED_TOKENS, GATEWAY_PROMPT_TOKENS, GATEWAY_REQUESTS, GATEWAY_TTFT)
+)
+"""The start of every line `parse_exposition` reads (samples, and the families' # HELP and
+# TYPE lines)."""
+
+
+def our_lines(text: str) -> str:
+    """Only the lines of the families read here. A head's metrics agent serves every Ray,
+    Serve and vLLM series (700 KB in 2,000 lines on a one-model head) and prometheus_client's
+    parser, pure Python, took 0.12 s over all of it (2 ms over these lines): at one sample
+    every 10 s, a third of what the idle fleet manager spent. A line's prefix is enough to
+    tell; a family that merely shares a prefix is parsed, then ignored by its sample names."""
+    kept = [
+        line
+        for line in text.splitlines()
+        if line.startswith(_FAMILIES) or (line.startswith("# ") and line[7:].startswith(_FAMILIES))
+    ]
+    return "\n".join(kept) + "\n" if kept else ""
+
+
 def parse_exposition(texts: Iterable[str], at: float) -> Scrape:
     """Sum our gateway series over every agent's Prometheus text (replicas and nodes add up)."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -71,7 +94,7 @@ def parse_exposition(texts: Iterable[str], at: float) -> Scrape:
     }
     bucket = GATEWAY_TTFT.series("_bucket")
     for text in texts:
-        for family in text_string_to_metric_families(text):
+        for family in text_string_to_metric_families(our_lines(text)):
             for sample in family.samples:
                 model = sample.labels.get("model")
                 if model is None:

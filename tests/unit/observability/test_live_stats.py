@@ -13,6 +13,7 @@ import pytest
 from cluster.live_stats import (
     between,
     bucket_quantile,
+    our_lines,
     parse_exposition,
     query_prometheus,
     scrape_agents,
@@ -69,6 +70,26 @@ def test_replicas_add_up_and_rates_come_from_the_window() -> None:
     assert stats.generated_tok_s == pytest.approx(30.0)  # (300 + 150 - 150) / 10 s
     # 95th of 100: rank 95 lies in (0.1, 1.0], 5 of its 10 observations in.
     assert stats.ttft_p95_s == pytest.approx(0.1 + 0.9 * 0.5)
+
+
+def test_only_our_families_reach_the_parser() -> None:
+    text = agent_text("w1", 100, {"+Inf": 4})
+    kept = our_lines(text).splitlines()
+    assert "ray_other_metric" not in "".join(kept)
+    assert kept[0] == "# HELP ray_switchyard_gateway_generated_tokens_total Generated tokens."
+    assert len(kept) == len(text.splitlines()) - 3, "only the other family's three lines go"
+    assert our_lines("# HELP ray_other Not ours.\nray_other 1\n") == ""
+
+
+def test_a_family_that_only_shares_our_prefix_is_not_counted() -> None:
+    labels = RAY_LABELS.format(w="w1")
+    look_alike = (
+        "# TYPE ray_switchyard_gateway_requests_held gauge\n"
+        f'ray_switchyard_gateway_requests_held{{{labels},model="m"}} 7.0\n'
+    )
+    scrape = parse_exposition([agent_text("w1", 100, {"+Inf": 4}) + look_alike], at=0.0)
+    assert dict(scrape.requests) == {}
+    assert dict(scrape.generated) == {"m": 100.0}
 
 
 def test_a_restarted_replica_never_gives_a_negative_rate() -> None:
