@@ -258,6 +258,20 @@ def gcs_reachable(address: str, timeout_s: float = 1.0) -> bool:
         return False
 
 
+def gcs_gone_within(address: str, wait_s: float, *, poll_s: float = 0.5) -> bool:
+    """Whether the cluster at `address` stops accepting connections within `wait_s`: a Ray
+    call that failed because the cluster was being stopped (`down` from another terminal
+    stops the actors first, the GCS a moment later) is told from any other failure."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while gcs_reachable(address):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
+    return True
+
+
 def stop_local_head(state_dir: Path, *, grace_s: float = 15.0) -> bool:
     """Stop the head `up` started; False if Switchyard did not start one.
 

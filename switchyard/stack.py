@@ -58,6 +58,8 @@ class Stack:
     def __init__(self, config: StackConfig, report: Report) -> None:
         self._config = config
         self._report = report
+        self.address: str | None = None
+        """The cluster `up` connected to, once it has."""
 
     def _connection(self) -> RayConnection:
         if self._config.address:
@@ -73,6 +75,7 @@ class Stack:
         # Before the first `import ray`: Ray reads RAY_AUTH_MODE once, at import time.
         connection = self._connection()
         connect(connection.address)
+        self.address = connection.address
 
         import ray
         from ray import serve

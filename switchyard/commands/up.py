@@ -340,6 +340,17 @@ def run(args: argparse.Namespace) -> int:
     except DeployFailed as exc:
         say(f"[red]a model failed to start:[/red] {exc}")
         return ExitCode.REJECTED
+    except Exception as exc:
+        # A Ray call that failed because the cluster was stopped under it (`switchyard
+        # down` in another terminal while this one starts) is said in one line; anything
+        # else keeps its traceback.
+        if not _stopped_elsewhere(exc, stack.address):
+            raise
+        say(
+            f"[red]the Ray cluster at {stack.address} was stopped while `up` was starting"
+            "[/red] (by `switchyard down` or `ray stop` elsewhere); nothing of it is left running"
+        )
+        return ExitCode.REJECTED
     except (KeyboardInterrupt, SystemExit):
         # SystemExit: once connected, Ray's own SIGTERM handler exits this way.
         say("interrupted: stopping what `up` started ...")
@@ -370,6 +381,21 @@ def run(args: argparse.Namespace) -> int:
     if args.detach:
         return ExitCode.OK
     return _stay_in_foreground(info.address, config.state_dir, say, out)
+
+
+CLUSTER_GONE_WAIT_S = 15.0
+"""How long a failed start waits to see whether the cluster is being stopped."""
+
+
+def _stopped_elsewhere(error: Exception, address: str | None) -> bool:
+    """Whether `error` is a Ray call's failure because the cluster at `address` (the one
+    this `up` connected to) went away."""
+    from cluster.ray_runtime import gcs_gone_within
+
+    exceptions = sys.modules.get("ray.exceptions")
+    if address is None or exceptions is None or not isinstance(error, exceptions.RayError):
+        return False
+    return gcs_gone_within(address, CLUSTER_GONE_WAIT_S)
 
 
 def _first_alias(config: Any, fleet: Any) -> str:

@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from cluster.ray_runtime import LOCAL_HEAD_MARKER, LocalHeadState, gcs_reachable, local_head_state
+from cluster.ray_runtime import (
+    LOCAL_HEAD_MARKER,
+    LocalHeadState,
+    gcs_gone_within,
+    gcs_reachable,
+    local_head_state,
+)
 from switchyard.teardown import STACK_FILE, stack_down
 
 pytestmark = pytest.mark.unit
@@ -64,3 +70,12 @@ def test_a_gcs_port_is_reachable_until_it_closes() -> None:
         assert gcs_reachable(f"127.0.0.1:{port}")
     assert not gcs_reachable(f"127.0.0.1:{port}")
     assert not gcs_reachable("not-an-address")
+
+
+def test_a_cluster_that_stops_accepting_connections_is_seen_gone() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        assert not gcs_gone_within(f"127.0.0.1:{port}", 0.2, poll_s=0.05), "still listening"
+    assert gcs_gone_within(f"127.0.0.1:{port}", 0.2, poll_s=0.05)
