@@ -39,7 +39,8 @@ from typing import Any
 import psutil
 import relay_floor
 from comparison_report import run_record
-from relay_capacity import API_KEY, GATEWAY_ROLE, measure_level, switchyard_stack
+from gateway_profile import gateway_pid
+from relay_capacity import API_KEY, measure_level, switchyard_stack
 from relay_capacity import parse_args as capacity_args
 
 from switchyard.bench.client import Endpoint
@@ -160,14 +161,9 @@ def plain(target: Any, upstream: str, name: str, args: argparse.Namespace) -> di
 
 
 def in_ray(args: argparse.Namespace) -> dict[str, Any]:
-    with switchyard_stack(args.workdir) as (url, _state):
-        gateway = next(
-            p
-            for p in psutil.process_iter(["cmdline"])
-            if any(GATEWAY_ROLE in part for part in p.info["cmdline"] or ())
-        )
+    with switchyard_stack(args.workdir) as (url, state):
         endpoint = Endpoint(url, "default", API_KEY)
-        return split("gateway in its Ray replica", gateway.pid, endpoint, args)
+        return split("gateway in its Ray replica", gateway_pid(state), endpoint, args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,8 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = document["rows"]
         rows.append(plain(relay_floor.passthrough, upstream, "uvloop pass-through", args))
         rows.append(plain(relay_floor.gateway, upstream, "gateway, plain process", args))
-        document["rows"].append(in_ray(args))
-        print(json.dumps(document["rows"][-3:]), flush=True)
+        rows.append(in_ray(args))
+        print(json.dumps(rows[-3:]), flush=True)
     source.terminate()
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "relay_cost_split.json").write_text(json.dumps(document, indent=2))
