@@ -40,7 +40,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     # (stage, substrings of "function (file)" that claim a frame), tried leaf first.
     ("error-event scan", ("split_at_error_event",)),
-    ("SSE framing", ("complete_events", "sse_text", "has_content", "sse_encoding")),
+    ("SSE framing", ("complete_events", "sse_text", "token_events", "sse_encoding")),
     ("usage scan", ("scan_events", "stream_usage")),
     ("metrics", ("gateway_metrics", "ray/util/metrics", "request_timing", "TenantAccounting")),
     ("read (engine connection)", ("aiohttp/", "engine_connection")),

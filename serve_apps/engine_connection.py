@@ -154,6 +154,7 @@ class _EngineProtocol(asyncio.Protocol):
         self.received = False
         self.lost = False
         self.idle_since = 0.0
+        self._held: bytes | None = None
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -166,8 +167,11 @@ class _EngineProtocol(asyncio.Protocol):
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
+            self._pass_held()
             self._failed(EngineConnectionLost(f"the engine's answer is not HTTP: {exc}"))
             self.close()
+            return
+        self._pass_held()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
@@ -185,10 +189,21 @@ class _EngineProtocol(asyncio.Protocol):
             self.headers_done.set_result(None)
 
     def on_body(self, body: bytes) -> None:
-        if self.response is not None:
-            self.response._piece(body)
+        # One read often holds several chunks of the answer (several tokens, when the loop
+        # got to this socket late): they go on as one piece, so the relay writes them to the
+        # client in one system call, as a byte-level proxy would.
+        held = self._held
+        self._held = body if held is None else held + body
+
+    def _pass_held(self) -> None:
+        held = self._held
+        if held is not None:
+            self._held = None
+            if self.response is not None:
+                self.response._piece(held)
 
     def on_message_complete(self) -> None:
+        self._pass_held()
         response, self.response = self.response, None
         if response is None:
             return

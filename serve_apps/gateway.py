@@ -26,7 +26,7 @@ from serve_apps.gateway_errors import (
     routing_error,
     unavailable,
 )
-from serve_apps.gateway_guard import GatewayGuard, request_id_of, tenant_of
+from serve_apps.gateway_guard import GatewayGuard, Receive, Scope, request_id_of, tenant_of
 from serve_apps.gateway_metrics import (
     DiscardGatewayMetrics,
     GatewayMetrics,
@@ -39,6 +39,7 @@ from serve_apps.in_flight_report import InFlightReporter, ReportInFlight
 from serve_apps.json_body import parse_json_object
 from serve_apps.model_backend import HANDLE_METHODS, Method, ModelBackend
 from serve_apps.model_list import model_entry, model_list
+from serve_apps.model_routes import MODEL_PATHS, Answer, ClientGone, ModelRoutes, read_body
 from serve_apps.openai_errors import GatewayError
 from serve_apps.relay_response import keep_server_send
 from serve_apps.replica_health import ReplicaHealthView
@@ -96,8 +97,16 @@ class Gateway:
             self._metrics,
             report_in_flight,
         )
-        # The relay writes body chunks with the server's own send (relay_response.py).
-        self.app = keep_server_send(self._build_app())
+        # The relay writes body chunks with the server's own send (relay_response.py); the
+        # guard checks every request, the model endpoints skip FastAPI's layers.
+        self.app = keep_server_send(
+            GatewayGuard(
+                ModelRoutes(self._handle, self._build_app()),
+                gate=self._gate,
+                max_body_bytes=self._settings.max_body_bytes,
+                metrics=self._metrics,
+            )
+        )
 
     @property
     def in_flight(self) -> Counter[str]:
@@ -131,12 +140,6 @@ class Gateway:
     # ---------------------------------------------------------------- app
     def _build_app(self) -> FastAPI:
         app = FastAPI(title="Switchyard", docs_url=None, redoc_url=None)
-        app.add_middleware(
-            GatewayGuard,
-            gate=self._gate,
-            max_body_bytes=self._settings.max_body_bytes,
-            metrics=self._metrics,
-        )
 
         @app.exception_handler(GatewayError)
         async def _gateway_error(_: Request, exc: GatewayError) -> Response:
@@ -177,51 +180,26 @@ class Gateway:
                 raise model_not_found(model_id)
             return entry
 
-        @app.post("/v1/chat/completions")
-        async def chat(request: Request) -> Response:
-            return await self._handle(request, "chat")
+        # The model endpoints' POSTs never get here (`ModelRoutes`); registered all the same,
+        # so another method on their paths is answered 405, not 404.
+        for path, method in MODEL_PATHS.items():
 
-        @app.post("/v1/completions")
-        async def completions(request: Request) -> Response:
-            return await self._handle(request, "completions")
+            async def endpoint(request: Request, method: Method = method) -> Any:
+                return await self._handle(request.scope, request.receive, method)
 
-        @app.post("/v1/responses")
-        async def responses(request: Request) -> Response:
-            return await self._handle(request, "responses")
-
-        @app.post("/v1/embeddings")
-        async def embeddings(request: Request) -> Response:
-            return await self._handle(request, "embeddings")
-
-        @app.post("/tokenize")
-        async def tokenize(request: Request) -> Response:
-            return await self._handle(request, "tokenize")
-
-        @app.post("/detokenize")
-        async def detokenize(request: Request) -> Response:
-            return await self._handle(request, "detokenize")
+            app.add_api_route(
+                path, endpoint, methods=["POST"], response_model=None, include_in_schema=False
+            )
 
         return app
 
     # ---------------------------------------------------------------- requests
-    async def _read_body(self, request: Request) -> dict[str, Any]:
-        # Read with a cap: a chunked upload has no Content-Length for the guard to check.
-        limit = self._settings.max_body_bytes
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise body_too_large(limit)
-            chunks.append(chunk)
-        return parse_json_object(b"".join(chunks))
-
-    async def _handle(self, request: Request, method: Method) -> Response:
+    async def _handle(self, scope: Scope, receive: Receive, method: Method) -> Answer:
         timing = RequestTiming()
-        timing.request_id, chosen = request_id_of(request.scope)
+        timing.request_id, chosen = request_id_of(scope)
         timing.engine_request_id = engine_request_id(timing.request_id, chosen)
         try:
-            return await self._handle_timed(request, method, timing)
+            return await self._handle_timed(scope, receive, method, timing)
         except GatewayError as error:
             # One line per refused request, by id: what a client quoting its id is told.
             log.info(
@@ -236,18 +214,19 @@ class Gateway:
                 timing.record(outcome_of_status(error.status), error.status)
             )
             raise
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, ClientGone):
             self._metrics.request_finished(timing.record(RequestOutcome.CANCELLED, 499))
             raise
 
     async def _handle_timed(
-        self, request: Request, method: Method, timing: RequestTiming
-    ) -> Response:
+        self, scope: Scope, receive: Receive, method: Method, timing: RequestTiming
+    ) -> Answer:
         if not await self._routes.wait_loaded(30.0):
             raise unavailable(
                 "The gateway has not loaded its routing table yet.", self._settings.retry_after_s
             )
-        body = await self._read_body(request)
+        limit = self._settings.max_body_bytes
+        body = parse_json_object(await read_body(receive, limit, lambda: body_too_large(limit)))
         requested = body.get("model")
         if not isinstance(requested, str) or not requested:
             raise GatewayError(
@@ -256,7 +235,7 @@ class Gateway:
                 code="invalid_request",
                 param="model",
             )
-        tenant = tenant_of(request.scope)
+        tenant = tenant_of(scope)
         timing.tenant = tenant.name
         # Access and quota before any hold: a key that may not use the model, or has used
         # its quota, hears so at once rather than after a swap.

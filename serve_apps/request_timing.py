@@ -25,13 +25,19 @@ class RequestTiming:
     last_chunk_at: float | None = None
     gaps: list[float] = field(default_factory=list)
 
-    def chunk(self) -> None:
-        """A streamed chunk with content left the gateway now."""
+    def chunk(self, tokens: int = 1) -> None:
+        """`tokens` events with content left the gateway now, in one write: the first
+        after the gap since the last write, the others right behind it (a gap of 0 each),
+        so inter-token latency counts one gap per token event, as vLLM's does."""
         at = time.monotonic()
         if self.first_chunk_at is None:
             self.first_chunk_at = at
+            tokens -= 1
         elif self.last_chunk_at is not None:
             self.gaps.append(at - self.last_chunk_at)
+            tokens -= 1
+        if tokens > 0:
+            self.gaps.extend([0.0] * tokens)
         self.last_chunk_at = at
 
     def record(self, outcome: RequestOutcome, status_code: int) -> RequestRecord:

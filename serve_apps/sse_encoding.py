@@ -26,11 +26,15 @@ def sse_text(item: Any) -> str:
     return f"data: {json.dumps(as_json(item))}\n\n"
 
 
-def has_content(chunk: bytes) -> bool:
-    """A chunk of the engine's bytes that carries tokens (not only `[DONE]` or a usage
-    report); the Responses API's token events are `response.*.delta` events. Written out,
-    not `any()` over a tuple: it runs once per token, and vLLM's compact form goes first."""
-    return b'"choices":[{' in chunk or b'"choices": [{' in chunk or b'.delta"' in chunk
+def token_events(chunk: bytes) -> int:
+    """How many events of the engine's bytes carry tokens (not only `[DONE]` or a usage
+    report); the Responses API's token events are `response.*.delta` events. One piece may
+    hold several when the gateway read a stream late. Written out, not a loop over a tuple:
+    it runs once per piece, and vLLM's compact form goes first."""
+    compact = chunk.count(b'"choices":[{')
+    if compact:
+        return compact
+    return chunk.count(b'"choices": [{') + chunk.count(b'.delta"')
 
 
 def sse_error(error: GatewayError) -> str:

@@ -30,7 +30,7 @@ from serve_apps.gateway_metrics import GatewayMetrics, RequestOutcome
 from serve_apps.openai_errors import GatewayError
 from serve_apps.request_timing import RequestTiming
 from serve_apps.routing_table import ModelRoute
-from serve_apps.sse_encoding import has_content, sse_error, sse_text
+from serve_apps.sse_encoding import sse_error, sse_text, token_events
 from serve_apps.stream_usage import USAGE_KEY, scan_chunk
 
 log = logging.getLogger(__name__)
@@ -87,8 +87,9 @@ class StreamRelay:
         """The per-token case: substring scans and a content test, no parse."""
         if USAGE_KEY in data:  # about one chunk per request
             data = scan_chunk(data, self._usage, strip_usage=self._strip)
-        if has_content(data):
-            self._timing.chunk()
+        tokens = token_events(data)
+        if tokens:
+            self._timing.chunk(tokens)
         return data
 
     def _error_event(self, item: Any) -> bytes | None:

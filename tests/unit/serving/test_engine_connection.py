@@ -6,6 +6,7 @@ A real uvicorn server on loopback (`AsgiListener`) plays the engine; no Ray.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -138,18 +139,72 @@ async def test_a_request_given_up_before_its_answer_closes_its_connection(
     await asyncio.wait_for(app.left.wait(), 5)  # vLLM would abort the request here
 
 
+@contextlib.asynccontextmanager
+async def scripted_engine(
+    *writes: tuple[asyncio.Event | None, bytes],
+) -> AsyncIterator[str]:
+    """An engine that answers one request with these raw writes (chunked framing written
+    out), each after its event is set: the test decides what each read of the socket holds."""
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n{}")
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for after, data in writes:
+            if after is not None:
+                await after.wait()
+            writer.write(data)
+            await writer.drain()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    finally:
+        server.close()
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
 async def test_pushed_pieces_come_from_the_read_buffered_ones_first(
-    engine: Any, connections: EngineConnections
+    connections: EngineConnections,
 ) -> None:
-    _, url = engine
-    response = await connections.request(url, "/stream", {}, b"{}")
-    first = await response.next_piece()
-    pieces: list[bytes] = []
-    ended: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
-    response.push_to(pieces.append, ended.set_result)
-    assert await asyncio.wait_for(ended, 5) is None
-    assert first == b"data: 1\n\n"
-    assert pieces == [b"data: 2\n\n", b"data: 3\n\n"]
+    buffered, pushed = asyncio.Event(), asyncio.Event()
+    writes = ((None, chunk(b"data: 1\n\n")), (buffered, chunk(b"data: 2\n\n")))
+    end = ((pushed, chunk(b"data: 3\n\n") + b"0\r\n\r\n"),)
+    async with scripted_engine(*writes, *end) as url:
+        response = await connections.request(url, "/s", {}, b"{}")
+        assert await response.next_piece() == b"data: 1\n\n"
+        buffered.set()
+        while not response._pieces:  # the second piece waits in the buffer
+            await asyncio.sleep(0.01)
+        pieces: list[bytes] = []
+        ended: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+        response.push_to(pieces.append, ended.set_result)
+        assert pieces == [b"data: 2\n\n"]  # at once, inside push_to
+        pushed.set()
+        assert await asyncio.wait_for(ended, 5) is None
+        assert pieces == [b"data: 2\n\n", b"data: 3\n\n"]
+
+
+async def test_the_chunks_one_read_brings_go_on_as_one_piece(
+    connections: EngineConnections,
+) -> None:
+    # So the relay writes them to its client in one system call, as a byte proxy would.
+    first_seen = asyncio.Event()
+    late_read = chunk(b"data: 2\n\n") + chunk(b"data: 3\n\n") + b"0\r\n\r\n"
+    async with scripted_engine((None, chunk(b"data: 1\n\n")), (first_seen, late_read)) as url:
+        response = await connections.request(url, "/s", {}, b"{}")
+        pieces: list[bytes] = []
+        ended: asyncio.Future[BaseException | None] = asyncio.get_running_loop().create_future()
+
+        def on_piece(piece: bytes) -> None:
+            pieces.append(piece)
+            first_seen.set()
+
+        response.push_to(on_piece, ended.set_result)
+        assert await asyncio.wait_for(ended, 5) is None
+        assert pieces == [b"data: 1\n\n", b"data: 2\n\ndata: 3\n\n"]
 
 
 async def test_an_answer_cut_midway_fails_the_reader(

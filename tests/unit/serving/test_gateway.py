@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from domain.model_state import ModelState
+from serve_apps.gateway_metrics import RecordingGatewayMetrics, RequestOutcome
 from serve_apps.model_backend import Method
 from serve_apps.routing_table import ModelRoute
 from tests.support.waiting import wait_until_async
@@ -123,6 +124,30 @@ async def test_a_chunked_body_under_the_limit_is_read_whole() -> None:
     assert response.status_code == 200, response.text
     (_, _, request) = h.backend.calls[0]
     assert request.body == {"model": "a", "messages": []}
+
+
+async def test_a_client_that_leaves_before_its_body_arrives_is_counted_and_not_answered() -> None:
+    metrics = RecordingGatewayMetrics()
+    async with serving(metrics=metrics) as h:
+        sent: list[Any] = []
+        part = {"type": "http.request", "body": b'{"model": "a"', "more_body": True}
+        messages = iter([part, {"type": "http.disconnect"}])
+
+        async def receive() -> Any:
+            return next(messages)
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        scope = {
+            "type": "http", "method": "POST", "path": "/v1/chat/completions",
+            "headers": [(b"content-type", b"application/json")], "query_string": b"",
+        }  # fmt: skip
+        await h.gateway.app(scope, receive, send)
+    assert sent == []
+    (record,) = metrics.requests
+    assert (record.outcome, record.status_code) == (RequestOutcome.CANCELLED, 499)
+    assert h.backend.calls == []
 
 
 @pytest.mark.parametrize(
