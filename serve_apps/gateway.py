@@ -1,4 +1,7 @@
-"""The OpenAI-compatible endpoint: one FastAPI app in front of every model.
+"""The OpenAI-compatible endpoint: one ASGI app in front of every model.
+
+The guard (`gateway_guard.py`) checks every request; the model endpoints' POSTs then go
+straight to the handler (`model_routes.py`), everything else to a FastAPI app.
 
 A plain class. It resolves the request's `model` (a name or an alias) through the live
 routing table (`route_resolver.py`, which holds requests for aliases a swap is moving), and

@@ -1,8 +1,8 @@
 """A streamed answer written with as little work per chunk as the server allows.
 
 The relay's cost is per chunk (one per token), so every layer a chunk crosses counts. The
-status line and headers go through the wrapped `send` (so Starlette's and FastAPI's layers
-see the response start, and the guard adds `X-Request-Id`). The body then goes one of two
+status line and headers go through the wrapped `send` (so every wrapper sees the response
+start: the guard adds `X-Request-Id`). The body then goes one of two
 ways:
 
 - pushed, when the answer comes from an engine's port and the server is uvicorn's httptools
