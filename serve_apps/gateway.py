@@ -22,7 +22,6 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from serve_apps.gateway_errors import (
-    body_too_large,
     error_response,
     model_not_found,
     parser_message,
@@ -228,8 +227,7 @@ class Gateway:
             raise unavailable(
                 "The gateway has not loaded its routing table yet.", self._settings.retry_after_s
             )
-        limit = self._settings.max_body_bytes
-        body = parse_json_object(await read_body(receive, limit, lambda: body_too_large(limit)))
+        body = parse_json_object(await read_body(receive, self._settings.max_body_bytes))
         requested = body.get("model")
         if not isinstance(requested, str) or not requested:
             raise GatewayError(

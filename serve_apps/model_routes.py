@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from serve_apps.gateway_errors import error_response
+from serve_apps.gateway_errors import body_too_large, error_response
 from serve_apps.gateway_guard import ASGIApp, Receive, Scope, Send
 from serve_apps.model_backend import Method
 from serve_apps.openai_errors import GatewayError
@@ -63,9 +63,9 @@ class ModelRoutes:
         await answer(scope, receive, send)
 
 
-async def read_body(receive: Receive, limit: int, too_large: Callable[[], Exception]) -> bytes:
-    """The request's body, refused (`too_large()`) past `limit` bytes: a chunked upload has
-    no Content-Length for the guard to check."""
+async def read_body(receive: Receive, limit: int) -> bytes:
+    """The request's body, refused (413) past `limit` bytes: a chunked upload has no
+    Content-Length for the guard to check."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -75,7 +75,7 @@ async def read_body(receive: Receive, limit: int, too_large: Callable[[], Except
         chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise too_large()
+            raise body_too_large(limit)
         chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)

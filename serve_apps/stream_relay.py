@@ -79,9 +79,11 @@ class StreamRelay:
 
     # ------------------------------------------------------------ per chunk
     def _first_chunk(self) -> bytes:
-        # The first chunk is the first token's (vLLM sends nothing before prefill ends).
-        self._timing.chunk()
-        return scan_chunk(_as_bytes(self._first), self._usage, strip_usage=self._strip)
+        # The first chunk is the first token's (vLLM sends nothing before prefill ends); it
+        # may hold more tokens, counted as every later chunk's are.
+        data = scan_chunk(_as_bytes(self._first), self._usage, strip_usage=self._strip)
+        self._timing.chunk(max(1, token_events(data)))
+        return data
 
     def _engine_bytes(self, data: bytes) -> bytes:
         """The per-token case: substring scans and a content test, no parse."""
