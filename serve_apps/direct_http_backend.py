@@ -66,6 +66,9 @@ class EngineEndpointView:
     def for_app(self, app_name: str) -> tuple[EngineEndpoint, ...]:
         return self._by_app.get(app_name, ())
 
+    def counts(self) -> Mapping[str, int]:
+        return {app: len(found) for app, found in self._by_app.items()}
+
     def update(self, endpoints: list[EngineEndpoint]) -> None:
         by_app: dict[str, list[EngineEndpoint]] = {}
         for endpoint in endpoints:
@@ -166,6 +169,9 @@ class DirectHttpBackend:
 
     def requests_by_path(self) -> Mapping[str, int]:
         return {**self._fallback.requests_by_path(), "direct": self._sent_direct}
+
+    def endpoints_by_app(self) -> Mapping[str, int]:
+        return self._endpoints.counts()
 
     async def close(self) -> None:
         await self._connections.close()

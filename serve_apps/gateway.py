@@ -156,6 +156,7 @@ class Gateway:
         @app.get("/health")
         async def health() -> dict[str, Any]:
             table = self._routes.table
+            endpoints = self._backend.endpoints_by_app()
             return {
                 "status": "ok",
                 "routing_table_version": table.version,
@@ -163,6 +164,11 @@ class Gateway:
                 # How requests reached the engines: "direct" (the engine replica's own HTTP
                 # port) or "handle" (Ray Serve handle, the fallback).
                 "requests_by_path": dict(self._backend.requests_by_path()),
+                # Engine endpoints the direct path knows, per model: a replica that has
+                # started but is not listed here yet still gets requests through the handle.
+                "direct_endpoints": {
+                    r.name: endpoints.get(r.app_name, 0) for r in table.live_models()
+                },
             }
 
         @app.get("/-/healthz")

@@ -38,6 +38,12 @@ class ModelBackend(Protocol):
         """Requests sent so far per data path ("handle", "direct"): shown on `/health`."""
         ...
 
+    def endpoints_by_app(self) -> Mapping[str, int]:
+        """How many engine endpoints the direct path knows per Serve app: shown on
+        `/health`, so an operator (or a test) sees when a new replica starts taking direct
+        traffic. Empty for a backend without a direct path."""
+        ...
+
 
 class ServeHandleBackend:
     """Calls the model's Ray Serve LLM deployment (`LLMServer`) through a streaming handle."""
@@ -82,3 +88,6 @@ class ServeHandleBackend:
 
     def requests_by_path(self) -> Mapping[str, int]:
         return {"handle": self._sent}
+
+    def endpoints_by_app(self) -> Mapping[str, int]:
+        return {}

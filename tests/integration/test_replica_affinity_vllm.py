@@ -9,8 +9,14 @@ removes it at the end, leaving the stack as it found it.
 How the two phases are made comparable: each round sends every conversation's next turn,
 one request every `STAGGER_S`, all overlapping, so the arrival order decides the
 least-loaded choice (first to the first replica, second to the other, ...). The order
-rotates by one each round, so without a key every conversation changes replica between two
-rounds in a row. With a key it keeps its replica (4 keys never exceed the load bound).
+rotates by one between the two rounds, so without a key every conversation changes replica
+and its second turn misses; with a key it keeps its replica (4 keys never exceed the load
+bound) and hits. Only two rounds: after the second, both replicas hold every prompt, and a
+third round would hit with or without the key.
+
+The phases start once the gateway's direct path knows both replicas (`/health`'s
+`direct_endpoints`). Before that, requests go to the one endpoint it knows or through the
+Serve handle, whose router picks by its own rule, and the control's turns land anywhere.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from tests.support.waiting import wait_until
 
 PAIR = "mini-llama-pair"
 CONVERSATIONS = 4
-ROUNDS = 3
+ROUNDS = 2
 STAGGER_S = 0.03
 MAX_TOKENS = 48
 HITS = "ray_vllm_prefix_cache_hits_total"
@@ -49,10 +55,17 @@ def pair(real_stack: RunningStack) -> Iterator[RunningStack]:
     )
     assert added.returncode == 0, added.stdout + added.stderr
     try:
+        wait_until(lambda: _direct_endpoints(real_stack) == 2, 60, 0.5)
         yield real_stack
     finally:
         removed = real_stack.cli("remove", PAIR)
         assert removed.returncode == 0, removed.stdout + removed.stderr
+
+
+def _direct_endpoints(stack: RunningStack) -> int:
+    health = httpx.get(f"http://127.0.0.1:{stack.port}/health", timeout=30).json()
+    known: dict[str, int] = health["direct_endpoints"]
+    return known.get(PAIR, 0)
 
 
 def _series(stack: RunningStack, name: str) -> float:
@@ -125,8 +138,8 @@ def test_a_shared_prompt_cache_key_raises_vllms_prefix_cache_hits(pair: RunningS
         f"tokens, unkeyed {unkeyed_hits:.0f}/{unkeyed_queries:.0f}"
     )
     assert keyed_queries > 0 and unkeyed_queries > 0
-    # Every turn after a conversation's first hits with the key: (ROUNDS - 1) / ROUNDS of its
-    # prompt, less the partly filled last block; without it, only the turns that happen
-    # to come back to a replica they were on.
-    assert keyed_hits / keyed_queries > 0.5, (keyed_hits, keyed_queries)
+    # With the key every second turn hits: half of all prompt tokens, less each prompt's
+    # partly filled last block. Without it the second turns go to the other replica and
+    # miss; the margin allows for a turn or two the least-loaded choice keeps in place.
+    assert keyed_hits / keyed_queries > 0.4, (keyed_hits, keyed_queries)
     assert keyed_hits > 1.5 * unkeyed_hits, (keyed_hits, unkeyed_hits)

@@ -110,6 +110,9 @@ class FakeBackend:
     def requests_by_path(self) -> Mapping[str, int]:
         return {"handle": len(self.calls)}
 
+    def endpoints_by_app(self) -> Mapping[str, int]:
+        return {}
+
 
 def parse_request(method: Method, body: dict[str, Any]) -> Any:
     if "invalid" in body:

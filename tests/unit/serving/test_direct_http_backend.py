@@ -106,6 +106,9 @@ class FallbackBackend:
     def requests_by_path(self) -> Mapping[str, int]:
         return {"handle": self.calls}
 
+    def endpoints_by_app(self) -> Mapping[str, int]:
+        return {}
+
 
 @pytest.fixture
 async def engine() -> AsyncIterator[tuple[FakeEngineApp, AsgiListener]]:
@@ -258,3 +261,14 @@ def test_an_endpoint_expires_after_three_missed_refreshes() -> None:
     assert not endpoint.expired(24.9)
     assert endpoint.expired(25.1)
     assert "s3cret" not in repr(endpoint)
+
+
+def test_the_endpoints_it_knows_are_counted_per_app() -> None:
+    # `/health` shows these, so a replica that has started but is not yet known to the
+    # direct path (its requests still go through the handle) can be told apart.
+    backend, _ = backend_with(
+        endpoint_at("http://10.0.0.1:1"),
+        EngineEndpoint(app_name="model-m", replica_id="r2", url="http://10.0.0.2:1", token=TOKEN),
+        endpoint_at("http://10.0.0.3:1", app_name="model-n"),
+    )
+    assert backend.endpoints_by_app() == {"model-m": 2, "model-n": 1}

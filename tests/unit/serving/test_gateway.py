@@ -74,6 +74,7 @@ async def test_health_is_open_without_a_key() -> None:
         "routing_table_version": 1,
         "models_ready": 1,
         "requests_by_path": {"handle": 0},
+        "direct_endpoints": {"a": 0, "b": 0},
     }
 
 

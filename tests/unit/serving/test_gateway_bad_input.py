@@ -65,6 +65,9 @@ class EchoBackend:
     def requests_by_path(self) -> Mapping[str, int]:
         return {}
 
+    def endpoints_by_app(self) -> Mapping[str, int]:
+        return {}
+
     async def _answer(self, route: ModelRoute, request: Any) -> AsyncIterator[Any]:
         if getattr(request, "stream", False):
             yield ['data: {"n": 1}\n\n']
