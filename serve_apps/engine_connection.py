@@ -154,7 +154,7 @@ class _EngineProtocol(asyncio.Protocol):
         self.received = False
         self.lost = False
         self.idle_since = 0.0
-        self._held: bytes | None = None
+        self._held: list[bytes] = []
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -192,15 +192,17 @@ class _EngineProtocol(asyncio.Protocol):
         # One read often holds several chunks of the answer (several tokens, when the loop
         # got to this socket late): they go on as one piece, so the relay writes them to the
         # client in one system call, as a byte-level proxy would.
-        held = self._held
-        self._held = body if held is None else held + body
+        # Joined once at the read's end: a late read can hold hundreds of chunks, and
+        # concatenating them one by one would copy the read quadratically.
+        self._held.append(body)
 
     def _pass_held(self) -> None:
         held = self._held
-        if held is not None:
-            self._held = None
+        if held:
+            piece = held[0] if len(held) == 1 else b"".join(held)
+            held.clear()
             if self.response is not None:
-                self.response._piece(held)
+                self.response._piece(piece)
 
     def on_message_complete(self) -> None:
         self._pass_held()

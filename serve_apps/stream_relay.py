@@ -86,7 +86,7 @@ class StreamRelay:
         return data
 
     def _engine_bytes(self, data: bytes) -> bytes:
-        """The per-token case: substring scans and a content test, no parse."""
+        """The per-token case: substring scans and a count of token events, no parse."""
         if USAGE_KEY in data:  # about one chunk per request
             data = scan_chunk(data, self._usage, strip_usage=self._strip)
         tokens = token_events(data)
