@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -16,8 +18,10 @@ from cluster.staging.pins import read_pins
 from cluster.staging.states import EntryState
 
 # A staging (or an eviction) holds the entry's lock for its whole download (or delete); a
-# listing holds it for a moment. Waiting this long for the lock tells the two apart.
-_STAGING_PROBE_S = 0.25
+# listing holds it for a moment. Trying this many times, this far apart (about 0.25 s in
+# all), tells the two apart.
+_STAGING_PROBE_ATTEMPTS = 6
+_STAGING_PROBE_INTERVAL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -56,23 +60,32 @@ def entry_state(layout: CacheLayout, name: str) -> EntryState:
     entry_dir = layout.entry_dir(name)
     if not entry_dir.is_dir():
         return EntryState.ABSENT
-    if _being_staged(layout.entry_lock(name)):
+    if being_staged(layout.entry_lock(name)):
         return EntryState.STAGING
     return EntryState.STAGED if is_staged(entry_dir) else EntryState.PARTIAL
 
 
-def _being_staged(lock_path: Path) -> bool:
+def being_staged(lock_path: Path, *, pause: Callable[[float], None] = time.sleep) -> bool:
     """Whether someone holds the entry's lock for longer than a listing would.
 
     The lock is exclusive only (flock through `filelock`, which has no shared mode on Unix):
     it is taken and dropped at once, so two processes listing at the same moment merely wait
     a few milliseconds for each other instead of seeing each other as a staging.
+
+    Counted in attempts, not in seconds: a process stalled while another listing of it held
+    the lock (a garbage collection, a loaded machine) would otherwise find the whole wait
+    spent by the stall, fail one attempt and read that listing as a staging.
     """
-    try:
-        with FileLock(lock_path).acquire(timeout=_STAGING_PROBE_S):
-            return False
-    except Timeout:
-        return True
+    lock = FileLock(lock_path)
+    for attempt in range(_STAGING_PROBE_ATTEMPTS):
+        if attempt:
+            pause(_STAGING_PROBE_INTERVAL_S)
+        try:
+            with lock.acquire(timeout=0):  # one try
+                return False
+        except Timeout:
+            pass
+    return True
 
 
 def is_staged(entry_dir: Path) -> bool:

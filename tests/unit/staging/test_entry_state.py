@@ -8,7 +8,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from cluster.staging.cache_entries import entry_state, list_entries
+from cluster.staging.cache_entries import being_staged, entry_state, list_entries
 from cluster.staging.entry_metadata import write_staged_marker
 from cluster.staging.layout import CacheLayout
 from cluster.staging.states import EntryState
@@ -97,3 +97,28 @@ def test_many_listings_at_once_never_see_a_staged_entry_as_staging(tmp_path: Pat
     for lister in listers:
         lister.join()
     assert set(states) == {EntryState.STAGED}
+
+
+def test_a_stall_between_two_attempts_does_not_read_a_listing_as_staging(tmp_path: Path):
+    # A garbage collection or a loaded machine stalls the whole process, the other listing
+    # (still holding the lock) included. The probe counts attempts, not seconds, so a stall
+    # longer than its whole wait does not use the wait up.
+    layout = CacheLayout(tmp_path)
+    name = make_entry(layout, "org/m", {"w.safetensors": 10})
+    held, release = threading.Event(), threading.Event()
+
+    def list_slowly() -> None:
+        with FileLock(layout.entry_lock(name)):
+            held.set()
+            release.wait(5)
+
+    lister = threading.Thread(target=list_slowly)
+    lister.start()
+    assert held.wait(5)
+
+    def stalled(seconds: float) -> None:
+        time.sleep(0.3)  # longer than the probe's whole wait
+        release.set()
+        lister.join()
+
+    assert being_staged(layout.entry_lock(name), pause=stalled) is False
