@@ -7,9 +7,9 @@ pipeline from the manager actor, `RecordingFleetMetrics` keeps it in memory for 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from domain.metric_names import (
     ACCELERATORS_CLAIMED,
@@ -133,8 +133,8 @@ class _Gauges:
     value that is not set again within two export intervals. A label set dropped here
     disappears from Prometheus shortly after, which is how a removed model leaves."""
 
-    def __init__(self, spec: MetricSpec) -> None:
-        self._gauge = ray_metric(spec)
+    def __init__(self, spec: MetricSpec, instrument: Callable[[MetricSpec], Any]) -> None:
+        self._gauge = instrument(spec)
         self.values: dict[tuple[tuple[str, str], ...], float] = {}
 
     def set(self, value: float, tags: Mapping[str, str]) -> None:
@@ -152,26 +152,30 @@ class _Gauges:
 
 
 class RayFleetMetrics:
-    """Records into Ray's metrics pipeline; create it inside the manager actor."""
+    """Records into Ray's metrics pipeline; create it inside the manager actor.
 
-    def __init__(self) -> None:
-        self._operations = ray_metric(OPERATIONS)
-        self._operation_seconds = ray_metric(OPERATION_SECONDS)
-        self._phase_seconds = ray_metric(PHASE_SECONDS)
-        self._startup_steps = ray_metric(STARTUP_STEP_SECONDS)
-        self._admissions = ray_metric(ADMISSION_DECISIONS)
-        self._node_stagings = ray_metric(NODE_STAGINGS)
-        self._node_download_bytes = ray_metric(NODE_STAGED_DOWNLOAD_BYTES)
-        self._model_state = _Gauges(MODEL_STATE)
-        self._alias_target = _Gauges(ALIAS_TARGET)
-        self._last_swap = _Gauges(LAST_SWAP_PHASE_SECONDS)
-        self._unavailable = _Gauges(LAST_SWAP_ALIAS_UNAVAILABLE_SECONDS)
-        self._in_progress = _Gauges(SWAP_IN_PROGRESS)
-        self._accelerators = _Gauges(ACCELERATORS_TOTAL)
-        self._claimed = _Gauges(ACCELERATORS_CLAIMED)
-        self._staged = _Gauges(STAGED_BYTES)
-        self._disk_free = _Gauges(DISK_FREE_BYTES)
+    `instrument` makes one instrument per spec (Ray's by default); every gauge goes through
+    `_Gauges`, so `refresh` keeps each one Prometheus has seen alive."""
+
+    def __init__(self, instrument: Callable[[MetricSpec], Any] = ray_metric) -> None:
+        self._operations = instrument(OPERATIONS)
+        self._operation_seconds = instrument(OPERATION_SECONDS)
+        self._phase_seconds = instrument(PHASE_SECONDS)
+        self._startup_steps = instrument(STARTUP_STEP_SECONDS)
+        self._admissions = instrument(ADMISSION_DECISIONS)
+        self._node_stagings = instrument(NODE_STAGINGS)
+        self._node_download_bytes = _Gauges(NODE_STAGED_DOWNLOAD_BYTES, instrument)
+        self._model_state = _Gauges(MODEL_STATE, instrument)
+        self._alias_target = _Gauges(ALIAS_TARGET, instrument)
+        self._last_swap = _Gauges(LAST_SWAP_PHASE_SECONDS, instrument)
+        self._unavailable = _Gauges(LAST_SWAP_ALIAS_UNAVAILABLE_SECONDS, instrument)
+        self._in_progress = _Gauges(SWAP_IN_PROGRESS, instrument)
+        self._accelerators = _Gauges(ACCELERATORS_TOTAL, instrument)
+        self._claimed = _Gauges(ACCELERATORS_CLAIMED, instrument)
+        self._staged = _Gauges(STAGED_BYTES, instrument)
+        self._disk_free = _Gauges(DISK_FREE_BYTES, instrument)
         self._gauges = (
+            self._node_download_bytes,
             self._model_state,
             self._alias_target,
             self._last_swap,
@@ -234,7 +238,8 @@ class RayFleetMetrics:
     def node_staging(self, node: str, outcome: str, downloaded_bytes: int) -> None:
         self._node_stagings.inc(1, {"node": node, "outcome": outcome})
         # A gauge, not a counter: it is set (to 0 too) on every staging, so each node that
-        # ever staged has a series, miniature and reused weights included.
+        # ever staged has a series, miniature and reused weights included; re-sent on every
+        # refresh like the others, or Ray forgets it two export intervals after the staging.
         self._node_download_bytes.set(downloaded_bytes, {"node": node})
 
     def fleet(self, states: Mapping[str, ModelState], aliases: Mapping[str, str]) -> None:

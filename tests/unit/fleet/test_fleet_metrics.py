@@ -5,14 +5,17 @@ accelerators per node from Ray's resource tables."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from cluster.fleet_metrics import RecordingFleetMetrics, SwapSubject
+from cluster.fleet_metrics import NodeUsage, RayFleetMetrics, RecordingFleetMetrics, SwapSubject
 from cluster.fleet_sampler import accelerator_resource, node_usage
 from cluster.journal import Journal
 from cluster.operation_recorder import OperationRecorder
 from domain.deployment_config import AcceleratorConfig, ModelDeploymentConfig
+from domain.metric_names import Kind, MetricSpec
+from domain.model_state import ModelState
 from domain.operation import OperationDetails, OperationKind, Outcome, SwapPhase
 from domain.operation_request import AddRequest
 from tests.support.memory_cluster import MemoryCluster
@@ -103,3 +106,48 @@ def test_node_usage_is_total_minus_available_and_disk_only_where_measured() -> N
     ]
     assert (usage[0].staged_bytes, usage[0].disk_free_bytes) == (123, 456)
     assert (usage[1].staged_bytes, usage[1].disk_free_bytes) == (None, None)
+
+
+class _Instrument:
+    """Stands in for a `ray.util.metrics` instrument: keeps what each call sent."""
+
+    def __init__(self, spec: MetricSpec, sent: list[tuple[str, float, dict[str, str]]]) -> None:
+        self.spec, self._sent = spec, sent
+
+    def set(self, value: float, tags: dict[str, str]) -> None:
+        self._sent.append((self.spec.name, value, tags))
+
+    def inc(self, value: float, tags: dict[str, str]) -> None:
+        self._sent.append((self.spec.name, value, tags))
+
+    def observe(self, value: float, tags: dict[str, str]) -> None:
+        self._sent.append((self.spec.name, value, tags))
+
+
+def test_every_gauge_it_has_set_is_sent_again_on_each_refresh() -> None:
+    """Ray forgets a gauge not set again within two export intervals; a gauge set once (the
+    latest staging's download bytes was) leaves Prometheus before the dashboard shows it."""
+    sent: list[tuple[str, float, dict[str, str]]] = []
+    created: list[MetricSpec] = []
+
+    def instrument(spec: MetricSpec) -> Any:
+        created.append(spec)
+        return _Instrument(spec, sent)
+
+    metrics = RayFleetMetrics(instrument)
+    swap = SwapSubject("kimi", "minimax")
+    metrics.phase_started("swap", "preflight", swap)
+    metrics.phase_finished("swap", "preflight", 1.5, swap)
+    metrics.alias_unavailability(swap, {"default": 0.25})
+    metrics.node_staging("node-a", "downloaded", 4096)
+    metrics.fleet({"kimi": ModelState.READY}, {"default": "kimi"})
+    metrics.nodes([NodeUsage("node-a", 8, 4, staged_bytes=4096, disk_free_bytes=1 << 30)])
+    gauges = {spec.name for spec in created if spec.kind == Kind.GAUGE}
+    assert {name for name, _, _ in sent if name in gauges} == gauges
+    last = {(name, tuple(sorted(tags.items()))): value for name, value, tags in sent}
+    last = {key: value for key, value in last.items() if key[0] in gauges}
+
+    sent.clear()
+    metrics.refresh()
+
+    assert {(name, tuple(sorted(tags.items()))): value for name, value, tags in sent} == last
