@@ -57,6 +57,12 @@ def run_record(script: str, argv: list[str] | None) -> dict[str, Any]:
     }
 
 
+def lower_median(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    """The median row by `key` (the lower middle one for an even count): a real round, not an
+    average of rounds."""
+    return sorted(rows, key=lambda row: row[key])[(len(rows) - 1) // 2]
+
+
 def ratio(value: float, reference: float | None) -> str:
     return f"{value / reference:.2f}x" if reference else "-"
 

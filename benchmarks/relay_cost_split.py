@@ -168,10 +168,7 @@ def in_ray(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    ready: Any = mp.Queue()
-    source = mp.Process(target=relay_floor.emitter, args=(ready,), daemon=True)
-    source.start()
-    upstream = ready.get(timeout=120)
+    source, upstream = relay_floor.start_emitter()
     document: dict[str, Any] = {**run_record("relay_cost_split.py", argv), "rows": []}
     for _ in range(args.rounds):
         rows = document["rows"]

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from comparison_report import run_record
+from comparison_report import lower_median, run_record
 from relay_capacity import measure_level
 from relay_capacity import parse_args as capacity_args
 
@@ -128,6 +128,14 @@ def passthrough(upstream_url: str, ready: Any) -> None:
     uvloop.run(main())
 
 
+def start_emitter() -> tuple[mp.Process, str]:
+    """The emitter in a process of its own: (the process, its base URL)."""
+    ready: Any = mp.Queue()
+    source = mp.Process(target=emitter, args=(ready,), daemon=True)
+    source.start()
+    return source, str(ready.get(timeout=120))
+
+
 def gateway(upstream_url: str, ready: Any) -> None:
     import uvloop
 
@@ -211,10 +219,7 @@ def measure(
 
 def main(argv: list[str] | None = None) -> int:
     args = capacity_args(argv)
-    ready: Any = mp.Queue()
-    source = mp.Process(target=emitter, args=(ready,), daemon=True)
-    source.start()
-    upstream = ready.get(timeout=120)
+    _, upstream = start_emitter()
     document: dict[str, Any] = {**run_record("relay_floor.py", argv), "rows": []}
     for _ in range(args.rounds):
         document["rows"] += measure("passthrough", passthrough, upstream, args)
@@ -226,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     for relay in ("passthrough", "gateway"):
         for level in args.concurrency:
             rows = [r for r in document["rows"] if (r["relay"], r["concurrency"]) == (relay, level)]
-            mid = sorted(rows, key=lambda r: r["us_per_chunk"])[(len(rows) - 1) // 2]
+            mid = lower_median(rows, "us_per_chunk")
             print(
                 f"| {relay} | {level} | {mid['user_us_per_chunk']} "
                 f"| {mid['system_us_per_chunk']} | {mid['us_per_chunk']} "

@@ -42,13 +42,12 @@ from typing import Any
 
 import psutil
 import relay_floor
-from comparison_report import run_record
+from comparison_report import lower_median, run_record
 from relay_capacity import measure_level
 from relay_capacity import parse_args as capacity_args
 
 from switchyard.bench.client import Endpoint
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 STATS = Path(tempfile.gettempdir()) / "switchyard-relay-read-split"
 
 
@@ -92,7 +91,11 @@ class Counters:
                 gc.freeze()
 
         def dump() -> None:
-            (STATS / f"{os.getpid()}.json").write_text(json.dumps(self.values))
+            # Written whole, then renamed: the measuring process never reads half a file.
+            path = STATS / f"{os.getpid()}.json"
+            partial = path.with_suffix(".partial")
+            partial.write_text(json.dumps(self.values))
+            partial.replace(path)
 
         loop.add_signal_handler(signal.SIGUSR1, warmed)
         loop.add_signal_handler(signal.SIGUSR2, dump)
@@ -175,7 +178,6 @@ def _counters(pid: int) -> dict[str, float]:
     deadline = time.monotonic() + 10
     while not path.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
-    time.sleep(0.05)
     values: dict[str, float] = json.loads(path.read_text())
     return values
 
@@ -232,10 +234,7 @@ RELAYS: dict[str, Any] = {
 def main(argv: list[str] | None = None) -> int:
     args = capacity_args(argv)
     STATS.mkdir(parents=True, exist_ok=True)
-    ready: Any = mp.Queue()
-    source = mp.Process(target=relay_floor.emitter, args=(ready,), daemon=True)
-    source.start()
-    upstream = ready.get(timeout=120)
+    _, upstream = relay_floor.start_emitter()
     document: dict[str, Any] = {**run_record("relay_read_split.py", argv), "rows": []}
     for _ in range(args.rounds):
         for name, target in RELAYS.items():
@@ -247,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in RELAYS:
         for level in args.concurrency:
             rows = [r for r in document["rows"] if (r["relay"], r["concurrency"]) == (name, level)]
-            mid = sorted(rows, key=lambda r: r["cpu_us_per_chunk"])[(len(rows) - 1) // 2]
+            mid = lower_median(rows, "cpu_us_per_chunk")
             write = mid["client_write_us"]
             print(
                 f"| {name} | {level} | {mid['cpu_us_per_chunk']} | {mid['read_callback_us']} "

@@ -28,7 +28,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from comparison_report import load_average, markdown_table, run_record, write_markdown
+from comparison_report import (
+    load_average,
+    lower_median,
+    markdown_table,
+    run_record,
+    write_markdown,
+)
 from comparison_systems import ENGINE_ARGS, ENGINE_ENV, LABELS, RUNNERS, SYSTEMS, Run
 
 from switchyard.bench.metrics import LevelMetrics
@@ -94,10 +100,8 @@ def median_systems(rounds: list[dict[str, Any]], systems: list[str]) -> dict[str
             continue
         levels = []
         for index in range(len(done[0]["levels"])):
-            runs = sorted(
-                (d["levels"][index] for d in done), key=lambda lv: lv["output_tokens_per_s"]
-            )
-            levels.append(runs[(len(runs) - 1) // 2])
+            runs = [d["levels"][index] for d in done]
+            levels.append(lower_median(runs, "output_tokens_per_s"))
         out[system] = {
             "start_s": statistics.median(d["start_s"] for d in done),
             "levels": levels,
