@@ -114,6 +114,7 @@ def markdown_table(document: dict[str, Any]) -> str:
     ]
     footer = [
         *ratio_lines(document),
+        *gateway_cpu_lines(document),
         "",
         f"Start-up to first ready (cold, median): {starts}.",
         *cpu_lines(document),
@@ -181,6 +182,29 @@ def ratio_lines(document: dict[str, Any]) -> list[str]:
             f"| {level} | {each} | **{row['median_ratio']:.2f}x** "
             f"| {row['ttft_p50_ms_switchyard']:.1f} / {row['ttft_p50_ms_vllm_server']:.1f} |"
         )
+    return lines
+
+
+def gateway_cpu_lines(document: dict[str, Any]) -> list[str]:
+    """The gateway's CPU per streamed token, this checkout's against `--baseline`'s."""
+    rows: dict[str, Any] = document.get("gateway_cpu") or {}
+    if not rows:
+        return []
+    lines = [
+        "",
+        f"The gateway replica's CPU per streamed token (microseconds; its CPU seconds in the "
+        f"level over the level's output tokens), against the baseline "
+        f"{document.get('baseline_commit', '')}, run in the same rounds:",
+        "",
+        "| concurrency | now, each round | baseline, each round | now / baseline, each round "
+        "| median |",
+        "|---:|---|---|---|---:|",
+    ]
+    for level, row in rows.items():
+        now = ", ".join(f"{x:.0f}" for x in row["now_us"])
+        before = ", ".join(f"{x:.0f}" for x in row["before_us"])
+        each = ", ".join(f"{r:.2f}x" for r in row["ratios"])
+        lines.append(f"| {level} | {now} | {before} | {each} | **{row['median_ratio']:.2f}x** |")
     return lines
 
 

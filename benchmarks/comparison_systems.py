@@ -46,7 +46,13 @@ LABELS = {
     "vllm-server": "vLLM OpenAI server",
     "ray-serve-llm": "Ray Serve LLM build_openai_app",
     "switchyard": "Switchyard gateway",
+    "switchyard-baseline": "Switchyard gateway, baseline checkout",
 }
+BASELINE = "switchyard-baseline"
+"""`switchyard up` run from another checkout (`--baseline DIR`): before and after, side by side."""
+GATEWAY_ROLE = "ray::ServeReplica:switchyard-gateway:"
+"""How the gateway replica's process role starts (`cpu_accounting.role_of`); the deployment's
+name after it has changed between versions."""
 ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "auto"}
 """What Switchyard's CPU accelerator defaults give its engines (1 GiB of KV cache, vLLM's
 automatic thread binding); the other systems get the same."""
@@ -273,12 +279,30 @@ def run_ray_serve_llm(run: Run) -> dict[str, Any]:
 
 
 def run_switchyard(run: Run) -> dict[str, Any]:
+    return _switchyard(run, "switchyard", code=None)
+
+
+def run_switchyard_baseline(run: Run) -> dict[str, Any]:
+    return _switchyard(run, BASELINE, code=run.args.baseline)
+
+
+def _switchyard(run: Run, system: str, *, code: Path | None) -> dict[str, Any]:
+    """`switchyard up` with the fleet of one miniature; `code`: another checkout's
+    Switchyard, run from there (Ray puts its driver's working directory first on its workers'
+    `sys.path`, so PYTHONPATH alone would run this checkout's code in the replicas)."""
     switchyard = str(Path(sys.executable).with_name("switchyard"))
-    state = run.workdir / "switchyard"
+    state = run.workdir / system
+    cache = run.workdir / "switchyard" / "cache"
+    if system != "switchyard" and not (state / "cache").exists():
+        # The same staged miniature as the other stack: the same files, loaded the same way.
+        state.mkdir(parents=True, exist_ok=True)
+        (state / "cache").symlink_to(cache, target_is_directory=True)
     port = free_port()
     env = {**engine_env(), "SWITCHYARD_HOME": str(state)}
     env.pop("RAY_ADDRESS", None)
-    fleet = run.workdir / "switchyard-fleet.yaml"
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(code), env.get("PYTHONPATH", "")]).rstrip(":")
+    fleet = run.workdir / f"{system}-fleet.yaml"
     fleet.write_text(
         json.dumps(  # JSON is YAML
             {
@@ -300,20 +324,22 @@ def run_switchyard(run: Run) -> dict[str, Any]:
     ]  # fmt: skip
     launched = time.perf_counter()
     try:
-        with (run.workdir / "switchyard.log").open("wb") as log:
+        with (run.workdir / f"{system}.log").open("wb") as log:
             subprocess.run(
-                up, stdout=log, stderr=subprocess.STDOUT, env=env,
+                up, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=code,
                 timeout=run.args.start_timeout_s, check=True,
             )  # fmt: skip
         start_s = time.perf_counter() - launched
         base = f"http://127.0.0.1:{port}/v1"
-        levels = sweep_http(run, "switchyard", base, "default", ray_session_scope(state))
+        levels = sweep_http(run, system, base, "default", ray_session_scope(state))
         session = json.loads((state / "local_head.json").read_text()).get("session_dir", "")
         config = engine_config_line(sorted(Path(session, "logs").glob("worker-*")))
+        # The model's path as the other stack names the same files (not through the link).
+        config = config.replace(str(state / "cache"), str(cache))
     finally:
         subprocess.run(
             [switchyard, "down", "--state-dir", str(state)],
-            env=env, capture_output=True, timeout=300, check=False,
+            env=env, capture_output=True, timeout=300, check=False, cwd=code,
         )  # fmt: skip
     return {"start_s": start_s, "levels": levels, "engine_config": config}
 
@@ -323,4 +349,5 @@ RUNNERS: dict[str, Callable[[Run], dict[str, Any]]] = {
     "vllm-server": run_vllm_server,
     "ray-serve-llm": run_ray_serve_llm,
     "switchyard": run_switchyard,
+    BASELINE: run_switchyard_baseline,
 }

@@ -14,6 +14,12 @@ to benchmarks/results/ (JSON, PNG) and between the markers in BENCHMARKS.md.
 
     .venv/bin/python benchmarks/serving_comparison.py            # everything, ~30-60 min
     .venv/bin/python benchmarks/serving_comparison.py --systems vllm-server,switchyard
+    .venv/bin/python benchmarks/serving_comparison.py --systems vllm-server,switchyard \
+        --baseline /tmp/base      # also `switchyard up` from an earlier checkout, same rounds
+
+With `--baseline DIR`, each round also runs Switchyard from the checkout in DIR and the
+report gives the gateway replica's CPU per streamed token, this checkout's against that
+one's, round by round (the relay cost the data-path issue measured on this benchmark).
 
 How each system is run is in comparison_systems.py; the machine record and the Markdown
 table in comparison_report.py. Not a test: nothing here asserts a number.
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,7 +42,16 @@ from comparison_report import (
     run_record,
     write_markdown,
 )
-from comparison_systems import ENGINE_ARGS, ENGINE_ENV, LABELS, RUNNERS, SYSTEMS, Run
+from comparison_systems import (
+    BASELINE,
+    ENGINE_ARGS,
+    ENGINE_ENV,
+    GATEWAY_ROLE,
+    LABELS,
+    RUNNERS,
+    SYSTEMS,
+    Run,
+)
 
 from switchyard.bench.metrics import LevelMetrics
 from switchyard.bench.plot import plot_series
@@ -67,6 +83,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--markdown", type=Path, default=REPO_ROOT / "BENCHMARKS.md")
     parser.add_argument("--start-timeout-s", type=float, default=900)
     parser.add_argument("--system-timeout-s", type=float, default=3600)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of an earlier commit: its Switchyard runs too, in the same rounds "
+        "(implies --cpu-breakdown)",
+    )
     parser.add_argument(
         "--cpu-breakdown",
         action="store_true",
@@ -135,6 +157,53 @@ def round_ratios(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def gateway_cpu(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The gateway replica's CPU microseconds per streamed output token, per level: this
+    checkout's and the baseline's in each round, their ratio per round and its median."""
+    per_level: dict[int, dict[str, list[float]]] = {}
+    for result in rounds:
+        now = result.get("switchyard", {}).get("levels")
+        before = result.get(BASELINE, {}).get("levels")
+        if not now or not before:
+            continue
+        for mine, theirs in zip(now, before, strict=True):
+            now_us, before_us = _gateway_us_per_token(mine), _gateway_us_per_token(theirs)
+            if now_us is None or before_us is None:
+                print(f"no gateway CPU recorded at concurrency {mine['concurrency']}", flush=True)
+                continue
+            row = per_level.setdefault(mine["concurrency"], {"now": [], "before": []})
+            row["now"].append(now_us)
+            row["before"].append(before_us)
+    return {
+        str(level): {
+            "now_us": [round(x, 1) for x in row["now"]],
+            "before_us": [round(x, 1) for x in row["before"]],
+            "ratios": [round(n / b, 3) for n, b in zip(row["now"], row["before"], strict=True)],
+            "median_ratio": round(
+                statistics.median(n / b for n, b in zip(row["now"], row["before"], strict=True)),
+                3,
+            ),
+        }
+        for level, row in sorted(per_level.items())
+    }
+
+
+def _gateway_us_per_token(level: dict[str, Any]) -> float | None:
+    used = level.get("cpu_s_by_role", {})
+    seconds = sum(float(s) for role, s in used.items() if role.startswith(GATEWAY_ROLE))
+    if not seconds:
+        return None
+    return 1e6 * seconds / max(1, int(level["total_output_tokens"]))
+
+
+def baseline_commit(tree: Path) -> str:
+    out = subprocess.run(
+        ["git", "-C", str(tree), "log", "-1", "--format=%h (%cs)"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return out.stdout.strip() or str(tree)
+
+
 def _ttft_p50_ms(level: dict[str, Any]) -> float:
     ttft = LevelMetrics.from_json(level).ttft
     return ttft.p50_ms if ttft is not None else float("nan")
@@ -146,6 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(systems) - set(SYSTEMS))
     if unknown:
         raise SystemExit(f"--systems: unknown {unknown}; choose from {', '.join(SYSTEMS)}")
+    if args.baseline is not None:
+        if not (args.baseline / "serve_apps").is_dir():
+            raise SystemExit(f"--baseline: {args.baseline} is not a Switchyard checkout")
+        systems.append(BASELINE)
+        args.cpu_breakdown = True
     from transformers import AutoTokenizer
 
     from cluster.miniature import ensure_miniature
@@ -185,8 +259,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== round {round_index}: {system} (load {load_average()})", flush=True)
             results[system] = run_system(system, run)
         document["rounds"].append(results)
+        # Kept as it goes: a late failure must not lose the rounds already run.
+        partial = args.workdir / "serving_comparison.partial.json"
+        partial.write_text(json.dumps(document, indent=2))
     document["systems"] = median_systems(document["rounds"], systems)
     document["ratios"] = round_ratios(document["rounds"])
+    if args.baseline is not None:
+        document["baseline_commit"] = baseline_commit(args.baseline)
+        document["gateway_cpu"] = gateway_cpu(document["rounds"])
     document["load_after"] = load_average()
     args.results.mkdir(parents=True, exist_ok=True)
     (args.results / "serving_comparison.json").write_text(json.dumps(document, indent=2))
