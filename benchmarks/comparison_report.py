@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -246,6 +247,15 @@ def write_markdown(path: Path, table: str, *, begin: str = BEGIN_MARK, end: str 
     elif block not in text:
         text += f"\n{block}\n"
     path.write_text(text)
+
+
+def baseline_commit(tree: Path, form: str = "%h %s") -> str:
+    """The commit checked out in `tree` (git's `--format`), for a before/after record."""
+    out = subprocess.run(
+        ["git", "-C", str(tree), "log", "-1", f"--format={form}"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return out.stdout.strip()[:100] or str(tree)
 
 
 def load_average() -> str:

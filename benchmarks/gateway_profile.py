@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from relay_capacity import API_KEY, GATEWAY_ROLE, switchyard_stack
+from comparison_systems import GATEWAY_ROLE
+from relay_capacity import API_KEY, switchyard_stack
 
 from switchyard.bench.client import Endpoint
 from switchyard.bench.load import run_level

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from comparison_report import load_average, run_record, write_markdown
+from comparison_systems import GATEWAY_ROLE
 from cpu_accounting import cpu_by_role, cpu_seconds, ray_session_scope
-from relay_capacity import API_KEY, GATEWAY_ROLE, idle_cpu, switchyard_stack
+from relay_capacity import API_KEY, idle_cpu, switchyard_stack
 
 from switchyard.bench.client import Endpoint
 from switchyard.bench.load import run_level

@@ -49,8 +49,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from comparison_report import load_average, run_record, write_markdown
-from comparison_systems import free_port, process_group, wait_ready
+from comparison_report import baseline_commit, load_average, run_record, write_markdown
+from comparison_systems import BASELINE, GATEWAY_ROLE, free_port, process_group, wait_ready
 from cpu_accounting import (
     cpu_by_role,
     cpu_seconds,
@@ -68,9 +68,6 @@ BEGIN = "<!-- relay_capacity:begin -->"
 END = "<!-- relay_capacity:end -->"
 API_KEY = "sk-relay-bench"
 SYSTEMS = ("engine", "nginx", "haproxy", "switchyard")
-BASELINE = "switchyard-baseline"
-GATEWAY_ROLE = "ray::ServeReplica:switchyard-gateway"
-"""The gateway replica's process title starts with this (Ray sets it)."""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -298,14 +295,6 @@ def relay_cpu_s(level: dict[str, Any], system: str) -> float | None:
     if system in ("switchyard", BASELINE):
         return sum(s for role, s in roles.items() if role.startswith(GATEWAY_ROLE))
     return None
-
-
-def baseline_commit(tree: Path) -> str:
-    out = subprocess.run(
-        ["git", "-C", str(tree), "log", "-1", "--format=%h %s"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    return out.stdout.strip()[:100] or str(tree)
 
 
 def summary(document: dict[str, Any]) -> list[dict[str, Any]]:

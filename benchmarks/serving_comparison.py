@@ -30,12 +30,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from comparison_report import (
+    baseline_commit,
     load_average,
     lower_median,
     markdown_table,
@@ -196,14 +196,6 @@ def _gateway_us_per_token(level: dict[str, Any]) -> float | None:
     return 1e6 * seconds / max(1, int(level["total_output_tokens"]))
 
 
-def baseline_commit(tree: Path) -> str:
-    out = subprocess.run(
-        ["git", "-C", str(tree), "log", "-1", "--format=%h (%cs)"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    return out.stdout.strip() or str(tree)
-
-
 def _ttft_p50_ms(level: dict[str, Any]) -> float:
     ttft = LevelMetrics.from_json(level).ttft
     return ttft.p50_ms if ttft is not None else float("nan")
@@ -265,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     document["systems"] = median_systems(document["rounds"], systems)
     document["ratios"] = round_ratios(document["rounds"])
     if args.baseline is not None:
-        document["baseline_commit"] = baseline_commit(args.baseline)
+        document["baseline_commit"] = baseline_commit(args.baseline, "%h (%cs)")
         document["gateway_cpu"] = gateway_cpu(document["rounds"])
     document["load_after"] = load_average()
     args.results.mkdir(parents=True, exist_ok=True)
