@@ -53,6 +53,13 @@ BASELINE = "switchyard-baseline"
 GATEWAY_ROLE = "ray::ServeReplica:switchyard-gateway:"
 """How the gateway replica's process role starts (`cpu_accounting.role_of`); the deployment's
 name after it has changed between versions."""
+
+
+def gateway_cpu_s(roles: dict[str, float]) -> float:
+    """CPU seconds of the gateway replicas among `roles` (`cpu_accounting.cpu_by_role`)."""
+    return sum(seconds for role, seconds in roles.items() if role.startswith(GATEWAY_ROLE))
+
+
 ENGINE_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "auto"}
 """What Switchyard's CPU accelerator defaults give its engines (1 GiB of KV cache, vLLM's
 automatic thread binding); the other systems get the same."""

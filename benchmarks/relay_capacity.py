@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from comparison_report import baseline_commit, load_average, run_record, write_markdown
-from comparison_systems import BASELINE, GATEWAY_ROLE, free_port, process_group, wait_ready
+from comparison_systems import BASELINE, free_port, gateway_cpu_s, process_group, wait_ready
 from cpu_accounting import (
     cpu_by_role,
     cpu_seconds,
@@ -293,7 +293,7 @@ def relay_cpu_s(level: dict[str, Any], system: str) -> float | None:
     if system in ("nginx", "haproxy"):
         return sum(s for role, s in roles.items() if role.startswith(system)) or None
     if system in ("switchyard", BASELINE):
-        return sum(s for role, s in roles.items() if role.startswith(GATEWAY_ROLE))
+        return gateway_cpu_s(roles)
     return None
 
 

@@ -31,6 +31,7 @@ import argparse
 import json
 import statistics
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,11 +47,11 @@ from comparison_systems import (
     BASELINE,
     ENGINE_ARGS,
     ENGINE_ENV,
-    GATEWAY_ROLE,
     LABELS,
     RUNNERS,
     SYSTEMS,
     Run,
+    gateway_cpu_s,
 )
 
 from switchyard.bench.metrics import LevelMetrics
@@ -136,16 +137,11 @@ def round_ratios(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """Switchyard / vLLM's server, per level: each round's ratio and their median; and
     TTFT p50 of both, as medians."""
     per_level: dict[int, dict[str, list[float]]] = {}
-    for result in rounds:
-        ours = result.get("switchyard", {}).get("levels")
-        theirs = result.get("vllm-server", {}).get("levels")
-        if not ours or not theirs:
-            continue
-        for mine, other in zip(ours, theirs, strict=True):
-            row = per_level.setdefault(mine["concurrency"], {"ratio": [], "ttft": [], "v": []})
-            row["ratio"].append(mine["output_tokens_per_s"] / other["output_tokens_per_s"])
-            row["ttft"].append(_ttft_p50_ms(mine))
-            row["v"].append(_ttft_p50_ms(other))
+    for mine, other in _paired_levels(rounds, "switchyard", "vllm-server"):
+        row = per_level.setdefault(mine["concurrency"], {"ratio": [], "ttft": [], "v": []})
+        row["ratio"].append(mine["output_tokens_per_s"] / other["output_tokens_per_s"])
+        row["ttft"].append(_ttft_p50_ms(mine))
+        row["v"].append(_ttft_p50_ms(other))
     return {
         str(level): {
             "ratios": [round(r, 3) for r in row["ratio"]],
@@ -161,36 +157,39 @@ def gateway_cpu(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     """The gateway replica's CPU microseconds per streamed output token, per level: this
     checkout's and the baseline's in each round, their ratio per round and its median."""
     per_level: dict[int, dict[str, list[float]]] = {}
-    for result in rounds:
-        now = result.get("switchyard", {}).get("levels")
-        before = result.get(BASELINE, {}).get("levels")
-        if not now or not before:
+    for mine, theirs in _paired_levels(rounds, "switchyard", BASELINE):
+        now_us, before_us = _gateway_us_per_token(mine), _gateway_us_per_token(theirs)
+        if now_us is None or before_us is None:
+            print(f"no gateway CPU recorded at concurrency {mine['concurrency']}", flush=True)
             continue
-        for mine, theirs in zip(now, before, strict=True):
-            now_us, before_us = _gateway_us_per_token(mine), _gateway_us_per_token(theirs)
-            if now_us is None or before_us is None:
-                print(f"no gateway CPU recorded at concurrency {mine['concurrency']}", flush=True)
-                continue
-            row = per_level.setdefault(mine["concurrency"], {"now": [], "before": []})
-            row["now"].append(now_us)
-            row["before"].append(before_us)
+        row = per_level.setdefault(mine["concurrency"], {"now": [], "before": [], "ratio": []})
+        row["now"].append(now_us)
+        row["before"].append(before_us)
+        row["ratio"].append(now_us / before_us)
     return {
         str(level): {
             "now_us": [round(x, 1) for x in row["now"]],
             "before_us": [round(x, 1) for x in row["before"]],
-            "ratios": [round(n / b, 3) for n, b in zip(row["now"], row["before"], strict=True)],
-            "median_ratio": round(
-                statistics.median(n / b for n, b in zip(row["now"], row["before"], strict=True)),
-                3,
-            ),
+            "ratios": [round(r, 3) for r in row["ratio"]],
+            "median_ratio": round(statistics.median(row["ratio"]), 3),
         }
         for level, row in sorted(per_level.items())
     }
 
 
+def _paired_levels(
+    rounds: list[dict[str, Any]], system: str, other: str
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(`system`'s level, `other`'s same level) of every round where both finished."""
+    for result in rounds:
+        ours = result.get(system, {}).get("levels")
+        theirs = result.get(other, {}).get("levels")
+        if ours and theirs:
+            yield from zip(ours, theirs, strict=True)
+
+
 def _gateway_us_per_token(level: dict[str, Any]) -> float | None:
-    used = level.get("cpu_s_by_role", {})
-    seconds = sum(float(s) for role, s in used.items() if role.startswith(GATEWAY_ROLE))
+    seconds = gateway_cpu_s(level.get("cpu_s_by_role", {}))
     if not seconds:
         return None
     return 1e6 * seconds / max(1, int(level["total_output_tokens"]))
