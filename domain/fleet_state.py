@@ -1,6 +1,6 @@
 """The fleet's desired state: which models serve, under which app generation, and aliases.
 
-Persisted as `fleet.json` in the manager's state directory (cluster/journal.py), with a
+Persisted as `fleet.json` in the manager's state directory (cluster/fleet/journal.py), with a
 format version: a file of another format is refused with what to do, never guessed at.
 """
 

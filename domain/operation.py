@@ -39,7 +39,7 @@ class OperationKind(StrEnum):
 
 
 class SwapPhase(StrEnum):
-    """Steps of a swap, journaled before each is acted on (see cluster/swap_flow.py)."""
+    """Steps of a swap, journaled before each is acted on (see cluster/fleet/swap_flow.py)."""
 
     PREFLIGHT = "preflight"
     """Admission of NEW against the inventory counting what OLD frees; NEW's weights staged
@@ -130,7 +130,7 @@ class OperationDetails(BaseModel):
     """A swap's resolved strategy, journaled once decided (a restart finishes it by it)."""
     strategy_reason: str | None = None
     startup_steps: dict[str, float | None] | None = None
-    """Where the new deployment's start went (cluster/startup_steps.py; None: not shown)."""
+    """Where the new deployment's start went (cluster/fleet/startup_steps.py; None: not shown)."""
     alias_unavailable_s: dict[str, float] | None = None
     """Per alias a swap moved: how long it had no model serving it (0: never held)."""
     new_config: ModelDeploymentConfig | None = None

@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     # Before any command imports ray (it reads RAY_AUTH_MODE once, at import).
-    from cluster.ray_auth import apply_token_auth_default
+    from cluster.startup.ray_auth import apply_token_auth_default
 
     apply_token_auth_default()
     parser = build_parser()

@@ -2,7 +2,7 @@
 
 The typed engine fields are checked by their pydantic model (domain/deployment_config.py);
 what only the installed vLLM knows is checked here: parser names (read from vLLM's two
-registries without importing it: an import costs 10-15 s on two cores), and the keys and
+registries without importing it, `serve_apps/internals.py`), and the keys and
 values under `engine.extra`, which must be fields of `AsyncEngineArgs` or `FrontendArgs` (the
 two dataclasses Ray Serve LLM splits engine arguments into) with values of their types and
 choices. The second needs vLLM imported, so it runs only when `extra` is set.
@@ -10,21 +10,19 @@ choices. The second needs vLLM imported, so it runs only when `extra` is set.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import difflib
 import enum
-import importlib.util
 import types
 import typing
 import warnings
 from collections.abc import Iterable
 from functools import cache
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from domain.deployment_config import EngineConfig
 from domain.exit_codes import UserInputError
+from serve_apps.internals import vllm_parser_names
 
 
 def check_engine_config(engine: EngineConfig, where: str) -> None:
@@ -58,20 +56,7 @@ def check_fleet_engines(models: Iterable[Any], where: str) -> None:
 @cache
 def parser_names(kind: Literal["tool", "reasoning"]) -> frozenset[str]:
     """The built-in parser names of the installed vLLM (empty when it is not installed)."""
-    module, var = {
-        "tool": ("tool_parsers", "_TOOL_PARSERS_TO_REGISTER"),
-        "reasoning": ("reasoning", "_REASONING_PARSERS_TO_REGISTER"),
-    }[kind]
-    spec = importlib.util.find_spec("vllm")
-    if spec is None or not spec.submodule_search_locations:
-        return frozenset()
-    source = Path(next(iter(spec.submodule_search_locations))) / module / "__init__.py"
-    for node in ast.parse(source.read_text(encoding="utf-8")).body:
-        target = node.targets[0] if isinstance(node, ast.Assign) and node.targets else None
-        if isinstance(target, ast.Name) and target.id == var:
-            assert isinstance(node, ast.Assign)
-            return frozenset(ast.literal_eval(node.value))
-    return frozenset()
+    return vllm_parser_names(kind) or frozenset()
 
 
 def check_engine_arg(name: str, value: Any) -> str | None:

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cluster.atomic_file import atomic_write_text
-from cluster.cluster_port import DeployFailed
-from cluster.journal import check_state_format
-from cluster.manager_settings import MANAGER_DIR
-from cluster.ray_runtime import RayConnection, connect, start_local_head
+from cluster.fleet.journal import check_state_format
+from cluster.fleet.manager_settings import MANAGER_DIR
+from cluster.fleet.ports import DeployFailed
+from cluster.startup.ray_runtime import RayConnection, connect, start_local_head
 from domain.exit_codes import UserInputError
 from domain.fleet_state import FleetState
 from domain.operation import OperationResult
@@ -25,7 +25,7 @@ from switchyard.stack_config import StackConfig, is_loopback
 from switchyard.teardown import STACK_FILE
 
 if TYPE_CHECKING:
-    from cluster.ingress_nodes import IngressNode
+    from cluster.startup.ingress_nodes import IngressNode
 
 Report = Callable[[str], None]
 
@@ -80,11 +80,11 @@ class Stack:
         import ray
         from ray import serve
 
-        from cluster.manager_actor import manager_actor
-        from cluster.manager_settings import ManagerSettings
+        from cluster.fleet.manager_settings import ManagerSettings
+        from cluster.ray_adapters.manager_actor import manager_actor
         from domain.deployment_config import AcceleratorConfig
         from domain.operation_request import AddRequest
-        from serve_apps.registry import ENDPOINTS_FACT, registry_actor
+        from serve_apps.registry.registry_actor import ENDPOINTS_FACT, registry_actor
 
         ingress = self._ingress(ray.nodes())  # type: ignore[no-untyped-call]
         info = StackInfo(
@@ -95,7 +95,7 @@ class Stack:
         )
         atomic_write_text(config.state_dir / STACK_FILE, json.dumps(info.to_json(), indent=2))
         # No Serve HTTP proxy: the gateway replicas listen on the endpoint themselves
-        # (serve_apps/gateway_app.py); every other Serve call goes through handles.
+        # (serve_apps/gateway/serve_deployment.py); every other Serve call goes through handles.
         serve.start(proxy_location="Disabled")
         registry = registry_actor()
         registry.set_fact.remote("endpoint", info.endpoint)
@@ -141,7 +141,7 @@ class Stack:
         (the head's own host is checked with the config)."""
         # Here, not at module level: it brings the gateway's modules, which `status` and
         # `down` (importing this module) do not need.
-        from cluster.ingress_nodes import ingress_nodes
+        from cluster.startup.ingress_nodes import ingress_nodes
 
         config = self._config
         nodes = ingress_nodes(
@@ -170,7 +170,7 @@ class Stack:
         from ray import serve
         from ray.serve.api import RunTarget
 
-        from serve_apps.gateway_app import build_gateway_app, is_gateway_app
+        from serve_apps.gateway.serve_deployment import build_gateway_app, is_gateway_app
 
         config = self._config
         for node in ingress:

@@ -9,12 +9,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from cluster.node_probe.overrides import InventoryConfig
-from cluster.ray_runtime import LocalHeadConfig
+from cluster.inventory.overrides import InventoryConfig
+from cluster.startup.ray_runtime import LocalHeadConfig
 from domain.deployment_config import ModelDeploymentConfig
 from domain.endpoint_url import endpoint_url
-from serve_apps.fake_engine import FakeEngineSettings
-from serve_apps.gateway_settings import GatewaySettings
+from serve_apps.engine.fake_engine import FakeEngineSettings
+from serve_apps.gateway.gateway_settings import GatewaySettings
 
 DEFAULT_MODEL_SOURCE = "miniature:kimi-k2.5"
 DEFAULT_MODEL_NAME = "mini-kimi-k2.5"
@@ -99,7 +99,7 @@ class StackConfig(BaseModel):
     def effective_ray_auth_mode(self) -> str:
         if self.ray_auth_mode:
             return self.ray_auth_mode
-        # A head Switchyard starts gets token auth by default (cluster/ray_runtime.py); a
+        # A head Switchyard starts gets token auth by default (cluster/startup/ray_runtime.py); a
         # joined cluster's mode is whatever this process was given, here none.
         return "token" if self.address is None else "disabled"
 

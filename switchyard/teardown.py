@@ -18,9 +18,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from cluster.journal import SNAPSHOT_FILE
-from cluster.manager_settings import MANAGER_DIR
-from cluster.ray_runtime import LOCAL_HEAD_MARKER, local_head_state, stop_local_head
+from cluster.fleet.journal import SNAPSHOT_FILE
+from cluster.fleet.manager_settings import MANAGER_DIR
+from cluster.startup.ray_runtime import LOCAL_HEAD_MARKER, local_head_state, stop_local_head
 
 Report = Callable[[str], None]
 
@@ -88,9 +88,9 @@ def _remove_serve_and_actors(address: str) -> None:
     import ray
     from ray import serve
 
-    from cluster.manager_actor import MANAGER_ACTOR_NAME
-    from cluster.ray_runtime import connect
-    from serve_apps.registry import REGISTRY_ACTOR_NAME, SWITCHYARD_NAMESPACE
+    from cluster.ray_adapters.manager_actor import MANAGER_ACTOR_NAME
+    from cluster.startup.ray_runtime import connect
+    from serve_apps.registry.registry_actor import REGISTRY_ACTOR_NAME, SWITCHYARD_NAMESPACE
 
     connect(address)
     serve.shutdown()  # type: ignore[no-untyped-call]

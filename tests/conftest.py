@@ -155,7 +155,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(getattr(pytest.mark, tier))
         if item.get_closest_marker("gpu") is not None:
             if gpu_present is None:
-                from cluster.node_probe.gpu_presence import has_nvidia_gpu
+                from cluster.inventory.gpu_presence import has_nvidia_gpu
 
                 gpu_present = has_nvidia_gpu()
             if not gpu_present:

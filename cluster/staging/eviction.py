@@ -1,8 +1,14 @@
-"""Making room: which cached models may go, in which order, and removing one safely.
+"""Making room: which cached models may go, in which order, and removing one safely; and
+`switchyard cache prune`, which drops what can never be served.
 
 Rules: never a protected entry (serving, or staged for a pending swap: the manager passes
 these), never a pinned one, never one being staged; least recently used first; and only if
 the chosen entries together free enough, so a refusal deletes nothing.
+
+Pruning removes partial entries nobody is staging (a later staging would resume them, so
+pruning trades a resume for disk space), temporary files of killed downloads, and deletes a
+crash interrupted. Pinned and protected entries are kept even when partial; every staged
+model is kept.
 """
 
 from __future__ import annotations
@@ -10,17 +16,16 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from cluster.staging.cache_entries import CacheEntry
-from cluster.staging.errors import StagingError
-from cluster.staging.integrity import bytes_on_disk
-from cluster.staging.layout import CacheLayout
-from cluster.staging.pins import read_pins
-from cluster.staging.states import EntryState
+from cluster.staging.cache_entries import CacheEntry, EntryState, list_entries, read_pins
+from cluster.staging.cache_layout import CacheLayout
+from cluster.staging.integrity import bytes_on_disk, discard_orphan_downloads
+from cluster.staging.staging_errors import StagingError
 
 _NEVER_USED = datetime.min.replace(tzinfo=UTC)
 _EVICTING_PREFIX = ".evicting-"
@@ -104,3 +109,32 @@ def remove_interrupted_evictions(layout: CacheLayout) -> int:
             freed += bytes_on_disk(path)
             shutil.rmtree(path, ignore_errors=True)
     return freed
+
+
+# --- Pruning
+
+
+@dataclass(frozen=True)
+class PruneReport:
+    removed_entries: tuple[str, ...]
+    freed_bytes: int
+
+
+def prune_cache(layout: CacheLayout, protected: frozenset[str] = frozenset()) -> PruneReport:
+    freed = remove_interrupted_evictions(layout)
+    removed: list[str] = []
+    for entry in list_entries(layout):
+        if entry.state is EntryState.PARTIAL and not entry.pinned and entry.name not in protected:
+            try:
+                freed += evict_entry(layout, entry.name, protected)
+                removed.append(entry.name)
+            except EvictionRefused:
+                continue  # someone started staging it since the listing
+        elif entry.state is EntryState.STAGED:
+            try:
+                held = FileLock(layout.entry_lock(entry.name)).acquire(timeout=0)  # one try
+            except Timeout:
+                continue  # someone is staging it again since the listing
+            with held:
+                freed += discard_orphan_downloads(entry.path)
+    return PruneReport(removed_entries=tuple(removed), freed_bytes=freed)

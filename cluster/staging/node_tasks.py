@@ -20,18 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cluster.staging.budget import DiskVerdict
-from cluster.staging.cache_entries import CacheEntry, is_staged, list_entries
-from cluster.staging.cache_identity import cache_identity
-from cluster.staging.config import StagingConfig, StagingMode
-from cluster.staging.errors import StagingError
-from cluster.staging.hub_environment import resolve_endpoint
-from cluster.staging.hub_errors import one_line
-from cluster.staging.layout import CacheLayout, entry_name_for
-from cluster.staging.manifest import SourceManifest
-from cluster.staging.manifest_fetch import fetch_manifest
-from cluster.staging.pins import release_pins
+from cluster.staging.cache_entries import CacheEntry, is_staged, list_entries, release_pins
+from cluster.staging.cache_layout import CacheLayout, cache_identity, entry_name_for
+from cluster.staging.hub_download import resolve_endpoint
+from cluster.staging.manifest import SourceManifest, fetch_manifest
+from cluster.staging.space_gate import DiskVerdict
 from cluster.staging.stage import StagedModel, check_disk, stage, stage_pinned
+from cluster.staging.staging_config import StagingConfig, StagingMode
+from cluster.staging.staging_errors import StagingError, one_line
 from domain.model_source import ModelSource, SourceKind
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,8 @@ from pathlib import Path
 from filelock import FileLock
 
 from cluster.atomic_file import atomic_write_text
+from cluster.staging.cache_layout import CacheLayout
 from cluster.staging.integrity import bytes_on_disk
-from cluster.staging.layout import CacheLayout
 
 
 @dataclass(frozen=True)

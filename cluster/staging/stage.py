@@ -17,19 +17,21 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from cluster.staging.budget import DiskVerdict
-from cluster.staging.cache_entries import is_staged
-from cluster.staging.config import StagingConfig
-from cluster.staging.entry_metadata import (
+from cluster.staging.cache_entries import (
     clear_staged_marker,
+    is_staged,
+    pin,
     read_entry_manifest,
     touch_last_used,
     write_entry_manifest,
     write_staged_marker,
 )
-from cluster.staging.errors import IntegrityError, StagingError
-from cluster.staging.hub_download import download_snapshot
-from cluster.staging.hub_environment import prepare_hub_environment, resolve_endpoint
+from cluster.staging.cache_layout import CacheLayout, entry_name_for
+from cluster.staging.hub_download import (
+    download_snapshot,
+    prepare_hub_environment,
+    resolve_endpoint,
+)
 from cluster.staging.integrity import (
     bytes_on_disk,
     check_sizes,
@@ -39,13 +41,22 @@ from cluster.staging.integrity import (
     missing_bytes,
     verify_entry,
 )
-from cluster.staging.layout import CacheLayout, entry_name_for
-from cluster.staging.manifest import SourceManifest
-from cluster.staging.manifest_fetch import fetch_manifest, generate_miniature, local_manifest
-from cluster.staging.pins import pin
-from cluster.staging.progress import DiskProgressMonitor, ProgressSink, default_sink
-from cluster.staging.space_gate import FreeBytesProbe, SpaceGate, disk_free_bytes
-from cluster.staging.units import format_bytes, format_duration
+from cluster.staging.manifest import (
+    SourceManifest,
+    fetch_manifest,
+    generate_miniature,
+    local_manifest,
+)
+from cluster.staging.progress import (
+    DiskProgressMonitor,
+    ProgressSink,
+    default_sink,
+    format_bytes,
+    format_duration,
+)
+from cluster.staging.space_gate import DiskVerdict, FreeBytesProbe, SpaceGate, disk_free_bytes
+from cluster.staging.staging_config import StagingConfig
+from cluster.staging.staging_errors import IntegrityError, StagingError
 from domain.model_source import ModelSource, SourceKind
 
 logger = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ import httpx
 
 from domain.operation import OperationEvent, OperationResult
 from switchyard.bench.client import Endpoint
-from switchyard.bench.metrics import LevelMetrics, summarize
+from switchyard.bench.level_metrics import LevelMetrics, summarize
 from switchyard.bench.request_record import RequestRecord
 from switchyard.bench.steady_load import SteadyRun, run_steady
 from switchyard.bench.swap_window import SwapWindow, phase_spans, swap_window

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from switchyard.bench.metrics import LevelMetrics
+from switchyard.bench.level_metrics import LevelMetrics
 
 
 def plot_series(path: Path, series: Mapping[str, Sequence[LevelMetrics]], *, title: str) -> None:

@@ -17,7 +17,7 @@ from rich.progress import (
 )
 
 from domain.operation import OperationEvent
-from switchyard.bench.metrics import LevelMetrics
+from switchyard.bench.level_metrics import LevelMetrics
 from switchyard.bench.request_record import RequestRecord
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.table import Table
 
-from switchyard.bench.metrics import Distribution, LevelMetrics
+from switchyard.bench.level_metrics import Distribution, LevelMetrics
 from switchyard.bench.request_record import RequestRecord
 from switchyard.bench.sweep import LevelResult
 

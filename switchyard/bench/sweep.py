@@ -12,8 +12,8 @@ from typing import Protocol
 
 from domain.exit_codes import Rejected
 from switchyard.bench.client import Endpoint
+from switchyard.bench.level_metrics import LevelMetrics, summarize
 from switchyard.bench.load import LevelRun, run_level
-from switchyard.bench.metrics import LevelMetrics, summarize
 from switchyard.bench.prompts import Prompt
 from switchyard.bench.request_record import RequestRecord
 

@@ -86,8 +86,8 @@ def location_from_status(
 
 
 def _miniature_dir(name: str, state_dir: Path) -> Path:
-    from cluster.miniature import ensure_miniature
-    from cluster.staging.layout import CacheLayout
+    from cluster.miniature_generator import ensure_miniature
+    from cluster.staging.cache_layout import CacheLayout
 
     # The same cache `switchyard up` stages miniatures into (switchyard.stack).
     return ensure_miniature(name, CacheLayout(state_dir / "cache").miniatures_dir)

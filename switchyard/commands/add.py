@@ -218,7 +218,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from domain.operation_request import AddRequest, OperationRequest
-    from switchyard.fleet_client import resolve_address, run_operation
+    from switchyard.operation_runner import resolve_address, run_operation
 
     config = model_config(args)
     request: OperationRequest

@@ -21,7 +21,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from domain.operation_request import AliasRequest
     from switchyard.commands.add import request_or_exit
-    from switchyard.fleet_client import resolve_address, run_operation
+    from switchyard.operation_runner import resolve_address, run_operation
 
     request = request_or_exit(lambda: AliasRequest(alias=args.alias, name=args.name))
     address = resolve_address(args.address, args.state_dir)

@@ -26,8 +26,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from switchyard.commands.diff import read_checked_fleet_file
-    from switchyard.fleet_apply import apply_fleet
-    from switchyard.fleet_client import resolve_address
+    from switchyard.fleet_file_apply import apply_fleet
+    from switchyard.operation_runner import resolve_address
 
     desired, sha256 = read_checked_fleet_file(args.file)
     address = resolve_address(args.address, args.state_dir)

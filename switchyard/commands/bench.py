@@ -1,11 +1,11 @@
 """`switchyard bench`: load an OpenAI endpoint and report throughput and latency per level.
 
-Numbers follow `vllm bench serve`'s definitions (switchyard/bench/metrics.py), so a sweep
+Numbers follow `vllm bench serve`'s definitions (switchyard/bench/level_metrics.py), so a sweep
 against Switchyard compares with one against vLLM's own server.
 
 `--during-swap OLD SOURCE --name NEW` runs one steady level instead of the sweep and
 triggers `switchyard swap OLD SOURCE --name NEW` beside it, through the fleet manager in this
-process (switchyard/fleet_client.py), then reports what clients saw of the swap
+process (switchyard/operation_runner.py), then reports what clients saw of the swap
 (switchyard/bench/swap_window.py) and the swap's phases.
 """
 
@@ -147,7 +147,7 @@ def build_config(args: argparse.Namespace, state_dir: Path) -> Any:
     from pydantic import ValidationError
 
     from domain.validation_message import validation_line
-    from switchyard.bench.config import BenchConfig
+    from switchyard.bench.bench_config import BenchConfig
 
     during_swap = _during_swap(args)
     levels = args.concurrency
@@ -176,7 +176,7 @@ def build_config(args: argparse.Namespace, state_dir: Path) -> Any:
 def _flag_of(loc: Sequence[str]) -> str:
     """The flag the user typed for a field; empty for a check across fields (it names its
     flags itself)."""
-    from switchyard.bench.config import FLAG_OF_FIELD, FLAG_OF_SWAP_FIELD
+    from switchyard.bench.bench_config import FLAG_OF_FIELD, FLAG_OF_SWAP_FIELD
 
     if not loc:
         return ""
@@ -288,7 +288,7 @@ def _run_during_swap(config: Any, prompts: list[Any], tokenizer: str, err: Any) 
     from switchyard.bench.report import write_json
     from switchyard.bench.swap_report import swap_json, swap_table
     from switchyard.commands.add import model_config
-    from switchyard.fleet_client import connect_manager, follow_operation, resolve_address
+    from switchyard.operation_runner import connect_manager, follow_operation, resolve_address
 
     swap = config.during_swap
     new_config = model_config(

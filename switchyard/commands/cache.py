@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from domain.exit_codes import ExitCode, UserInputError
 
 if TYPE_CHECKING:
-    from cluster.staging import CacheEntry, CacheLayout
+    from cluster.staging.cache_entries import CacheEntry
+    from cluster.staging.cache_layout import CacheLayout
 
 _SUBCOMMANDS = ("list", "evict", "prune", "pin", "unpin")
 
@@ -59,8 +60,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from cluster.staging import CacheLayout, load_staging_config
-    from cluster.staging.config import default_cache_dir
+    from cluster.staging.cache_layout import CacheLayout
+    from cluster.staging.staging_config import default_cache_dir, load_staging_config
 
     cache_dir = args.cache_dir or default_cache_dir(os.environ)
     config = load_staging_config({"cache_dir": cache_dir})
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace, cache_dir: Path, layout: CacheLayout) -> int:
-    from cluster.staging import list_entries
+    from cluster.staging.cache_entries import list_entries
     from cluster.staging.stage import default_node_name
 
     if args.all_nodes:
@@ -102,7 +103,8 @@ def _list(args: argparse.Namespace, cache_dir: Path, layout: CacheLayout) -> int
 def _list_all_nodes(cache_dir: Path) -> dict[str, list[CacheEntry]]:
     import ray
 
-    from cluster.staging import StagingConfig, list_entries_across_nodes
+    from cluster.staging.node_tasks import list_entries_across_nodes
+    from cluster.staging.staging_config import StagingConfig
 
     ray.init(address="auto", logging_level=logging.ERROR, log_to_driver=False)
     try:
@@ -114,7 +116,7 @@ def _list_all_nodes(cache_dir: Path) -> dict[str, list[CacheEntry]]:
 
 
 def _table(per_node: dict[str, list[CacheEntry]]) -> str:
-    from cluster.staging.units import format_bytes
+    from cluster.staging.progress import format_bytes
 
     header = ("NODE", "NAME", "STATE", "SIZE", "EXPECTED", "LAST USED", "PINNED", "SOURCE")
     rows = [header]
@@ -142,8 +144,8 @@ def _table(per_node: dict[str, list[CacheEntry]]) -> str:
 
 
 def _evict(layout: CacheLayout, name: str) -> int:
-    from cluster.staging import evict_entry
-    from cluster.staging.units import format_bytes
+    from cluster.staging.eviction import evict_entry
+    from cluster.staging.progress import format_bytes
 
     freed = 0
     for entry in _matching_entries(layout, name):
@@ -184,8 +186,8 @@ def _matching_entries(layout: CacheLayout, name: str) -> list[str]:
 
 
 def _prune(layout: CacheLayout) -> int:
-    from cluster.staging import prune_cache
-    from cluster.staging.units import format_bytes
+    from cluster.staging.eviction import prune_cache
+    from cluster.staging.progress import format_bytes
 
     report = prune_cache(layout)
     for name in report.removed_entries:
@@ -195,7 +197,7 @@ def _prune(layout: CacheLayout) -> int:
 
 
 def _pin(layout: CacheLayout, name: str, reason: str) -> int:
-    from cluster.staging import pin
+    from cluster.staging.cache_entries import pin
 
     if name not in layout.entry_names():
         raise UserInputError(f"cache pin: no entry named {name!r}; see `switchyard cache list`")
@@ -205,7 +207,7 @@ def _pin(layout: CacheLayout, name: str, reason: str) -> int:
 
 
 def _unpin(layout: CacheLayout, name: str) -> int:
-    from cluster.staging import unpin
+    from cluster.staging.cache_entries import unpin
 
     if not unpin(layout, name):
         raise UserInputError(f"cache unpin: {name!r} was not pinned")

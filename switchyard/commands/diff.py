@@ -68,7 +68,7 @@ def live_plan(address: str | None, state_dir: Path | None, desired: Any) -> dict
     """The manager's judged plan from the live fleet to `desired`, as JSON."""
     import ray
 
-    from switchyard.fleet_client import connect_manager, resolve_address
+    from switchyard.operation_runner import connect_manager, resolve_address
 
     manager = connect_manager(resolve_address(address, state_dir))
     plan: dict[str, Any] = ray.get(manager.plan_fleet.remote(desired)).to_json()
@@ -76,7 +76,7 @@ def live_plan(address: str | None, state_dir: Path | None, desired: Any) -> dict
 
 
 def print_plan(plan: dict[str, Any], *, as_json: bool) -> None:
-    from switchyard.fleet_report import plan_lines
+    from switchyard.fleet_file_report import plan_lines
 
     if as_json:
         print(json.dumps(plan, indent=2))
@@ -85,11 +85,11 @@ def print_plan(plan: dict[str, Any], *, as_json: bool) -> None:
 
 
 def _offline_plan(args: argparse.Namespace, desired: Any) -> dict[str, Any]:
-    from cluster.described_cluster import read_described_cluster
-    from cluster.fleet_plan import PlanSources, deploy_all, plan_fleet
-    from cluster.manager_settings import ManagerSettings
-    from cluster.ray_nodes import RayNodes
-    from domain.fleet_diff import diff_fleet
+    from cluster.fleet.fleet_plan import PlanSources, deploy_all, plan_fleet
+    from cluster.fleet.manager_settings import ManagerSettings
+    from cluster.inventory.described_cluster import read_described_cluster
+    from cluster.ray_adapters.ray_nodes import RayNodes
+    from domain.fleet_file_diff import diff_fleet
     from switchyard.stack_config import default_state_dir
 
     if args.from_file is None or args.inventory is None:

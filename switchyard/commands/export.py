@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
 
     from domain.exit_codes import ExitCode
     from domain.fleet_file import fleet_file_text
-    from switchyard.fleet_client import connect_manager, resolve_address
+    from switchyard.operation_runner import connect_manager, resolve_address
 
     manager = connect_manager(resolve_address(args.address, args.state_dir))
     entries = ray.get(manager.export_fleet.remote())

@@ -34,7 +34,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from domain.tenant_keys import KEYS_FILE_FACT, read_keys_file
-    from switchyard.fleet_client import resolve_address
+    from switchyard.operation_runner import resolve_address
 
     # A file given here is read before anything connects: a bad one changes nothing.
     table = read_keys_file(args.file, os.environ) if args.file is not None else None
@@ -69,10 +69,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _registry(address: str) -> Any:
-    from cluster.ray_runtime import connect
+    from cluster.startup.ray_runtime import connect
 
     connect(address)
-    from serve_apps.registry import registry_actor
+    from serve_apps.registry.registry_actor import registry_actor
 
     try:
         return registry_actor(create=False)

@@ -54,7 +54,7 @@ def prometheus_binary(explicit: str | None) -> str:
 def run_prometheus(args: argparse.Namespace) -> int:
     import yaml
 
-    from cluster.metrics_targets import service_discovery_file
+    from cluster.telemetry.metrics_targets import service_discovery_file
     from switchyard.observability.alert_rules import alert_rules_file
     from switchyard.observability.provisioning import ALERTS_FILE, prometheus_config
     from switchyard.observability.status_metrics import PROMETHEUS_URL_FILE

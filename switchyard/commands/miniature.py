@@ -44,7 +44,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cluster.miniature import corrupt_weights, recipe_for, write_miniature
+    from cluster.miniature_generator import corrupt_weights, recipe_for, write_miniature
 
     recipe = recipe_for(args.name)
     started = time.monotonic()

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from domain.exit_codes import ExitCode, UserInputError
 
 if TYPE_CHECKING:
-    from cluster.staging.budget import DiskVerdict
+    from cluster.staging.space_gate import DiskVerdict
     from policies.admission import Decision
     from policies.inventory import ClusterInventory
     from policies.model_spec import ModelSpec
@@ -116,7 +116,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cluster.weight_disk_report import verdict_json
+    from cluster.staging.disk_report import verdict_json
     from policies.admission import AdmissionRequest, Objective, admit
     from policies.errors import PolicyInputError, UnknownGpu
     from policies.memory import KvCacheDtype
@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
 def _recipe(spec: ModelSpec, model: str) -> dict[str, Any] | None:
     """The engine settings the architecture's recipe applies by default (policies/recipes.py),
     as a deployment would get them."""
-    from cluster.deployment_resolution import miniature_stands_for
+    from cluster.fleet.deployment_resolution import miniature_stands_for
     from policies.recipes import recipe_for
 
     path = Path(model).expanduser()
@@ -222,7 +222,7 @@ def _inventory(args: argparse.Namespace) -> ClusterInventory:
 def _disk_verdicts(args: argparse.Namespace, need_bytes: int) -> list[DiskVerdict]:
     """Each node's verdict for the whole model (nothing is cached on a planned cluster);
     none when --disk-free-gib is not given."""
-    from cluster.staging.budget import judge_disk
+    from cluster.staging.space_gate import judge_disk
     from policies.units import GIB
 
     if args.disk_free_gib is None:

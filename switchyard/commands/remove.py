@@ -19,7 +19,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from domain.operation_request import RemoveRequest
     from switchyard.commands.add import request_or_exit
-    from switchyard.fleet_client import resolve_address, run_operation
+    from switchyard.operation_runner import resolve_address, run_operation
 
     # A name no model can have is refused without connecting to the cluster.
     request = request_or_exit(lambda: RemoveRequest(name=args.name))

@@ -39,10 +39,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    from cluster.staging import check_disk, fetch_manifest, load_staging_config, read_pins, stage
-    from cluster.staging.config import default_cache_dir
-    from cluster.staging.layout import CacheLayout
-    from cluster.staging.units import format_bytes
+    from cluster.staging.cache_entries import read_pins
+    from cluster.staging.cache_layout import CacheLayout
+    from cluster.staging.manifest import fetch_manifest
+    from cluster.staging.progress import format_bytes
+    from cluster.staging.stage import check_disk, stage
+    from cluster.staging.staging_config import default_cache_dir, load_staging_config
     from domain.model_source import parse_model_source
 
     source = parse_model_source(args.source)

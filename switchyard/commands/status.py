@@ -41,8 +41,8 @@ def register(subparsers: Any) -> None:
 def collect(address: str) -> StatusReport:
     import ray
 
-    from cluster.metrics_targets import RAY_SD_FILE
-    from cluster.ray_runtime import connect
+    from cluster.startup.ray_runtime import connect
+    from cluster.telemetry.metrics_targets import RAY_SD_FILE
     from domain.status_report import (
         KeyUsage,
         MetricsStatus,
@@ -50,7 +50,7 @@ def collect(address: str) -> StatusReport:
         StatusReport,
         TenantsStatus,
     )
-    from serve_apps.registry import registry_actor
+    from serve_apps.registry.registry_actor import registry_actor
 
     connect(address)
     try:
@@ -106,9 +106,9 @@ def _endpoints(facts: dict[str, Any]) -> list[EndpointStatus]:
     many of its gateway replicas run now."""
     import ray
 
-    from cluster.serve_control import ServeControl
+    from cluster.ray_adapters.serve_control import ServeControl
     from domain.status_report import EndpointStatus
-    from serve_apps.registry import ENDPOINTS_FACT
+    from serve_apps.registry.registry_actor import ENDPOINTS_FACT
 
     recorded = facts.get(ENDPOINTS_FACT)
     if not isinstance(recorded, list) or not recorded:
@@ -148,7 +148,7 @@ def _from_manager() -> tuple[
     is making, its live figures and the latest swap; all None when no manager runs."""
     import ray
 
-    from cluster.manager_actor import manager_actor
+    from cluster.ray_adapters.manager_actor import manager_actor
 
     try:
         manager = manager_actor()
@@ -168,7 +168,7 @@ def _from_manager() -> tuple[
 
 def _add_live_metrics(status: StatusReport, state_dir: Path, args: argparse.Namespace) -> None:
     """Current tok/s and p95 TTFT per model, into `metrics` and each model's entry."""
-    from cluster.live_stats_sampler import MANAGER_SOURCE
+    from cluster.telemetry.live_stats_sampler import MANAGER_SOURCE
     from switchyard.observability.status_metrics import live_metrics
 
     if not 0 <= args.window_s <= 600:

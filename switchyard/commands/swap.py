@@ -27,7 +27,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from switchyard.fleet_client import resolve_address, run_operation
+    from switchyard.operation_runner import resolve_address, run_operation
 
     request = swap_request(args, args.old, model_config(args))
     address = resolve_address(args.address, args.state_dir)

@@ -132,7 +132,7 @@ def _tenants(args: argparse.Namespace, fleet: Any) -> dict[str, Any]:
     from dataclasses import asdict
 
     from domain.tenant_keys import read_keys_file
-    from switchyard.fleet_apply import fleet_tenants
+    from switchyard.fleet_file_apply import fleet_tenants
 
     keys_file = getattr(args, "keys", None)
     fleet_keys = fleet.gateway.keys if fleet is not None else None
@@ -181,7 +181,7 @@ def _tls(args: argparse.Namespace) -> dict[str, str]:
 def build_config(args: argparse.Namespace, fleet: Any = None) -> Any:
     from pydantic import ValidationError
 
-    from cluster.node_probe.gpu_presence import has_nvidia_gpu
+    from cluster.inventory.gpu_presence import has_nvidia_gpu
     from switchyard.stack_config import (
         DEFAULT_ALIAS,
         DEFAULT_MODEL_NAME,
@@ -247,7 +247,7 @@ def build_config(args: argparse.Namespace, fleet: Any = None) -> Any:
     tenants = _tenants(args, fleet)
     inventory: dict[str, Any] = {}
     if getattr(args, "inventory", None) is not None:
-        from cluster.node_probe.overrides import read_inventory_file
+        from cluster.inventory.overrides import read_inventory_file
 
         inventory = read_inventory_file(args.inventory).model_dump(mode="json")
     try:
@@ -279,7 +279,7 @@ def build_config(args: argparse.Namespace, fleet: Any = None) -> Any:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from cluster.cluster_port import DeployFailed
+    from cluster.fleet.ports import DeployFailed
     from switchyard.stack import Stack
 
     fleet = None
@@ -317,7 +317,7 @@ def run(args: argparse.Namespace) -> int:
         if interrupted.is_set():
             raise KeyboardInterrupt
         if fleet is not None:
-            from switchyard.fleet_apply import apply_fleet
+            from switchyard.fleet_file_apply import apply_fleet
 
             desired, sha256 = fleet
             say(f"applying {args.file} ...")
@@ -390,7 +390,7 @@ CLUSTER_GONE_WAIT_S = 15.0
 def _stopped_elsewhere(error: Exception, address: str | None) -> bool:
     """Whether `error` is a Ray call's failure because the cluster at `address` (the one
     this `up` connected to) went away."""
-    from cluster.ray_runtime import gcs_gone_within
+    from cluster.startup.ray_runtime import gcs_gone_within
 
     exceptions = sys.modules.get("ray.exceptions")
     if address is None or exceptions is None or not isinstance(error, exceptions.RayError):
@@ -413,7 +413,7 @@ def _stay_in_foreground(address: str, state_dir: Path, report: Any, out: Any) ->
 
     The wait holds no Ray connection: a driver whose cluster was stopped elsewhere (`switchyard
     down` in another terminal) would retry the vanished GCS for a minute, printing errors."""
-    from cluster.ray_runtime import disconnect, gcs_reachable
+    from cluster.startup.ray_runtime import disconnect, gcs_reachable
 
     disconnect()
     stop = threading.Event()
@@ -435,7 +435,7 @@ DISCONNECT_TIMEOUT_S = 10.0
 def _stop(state_dir: Path, report: Any) -> None:
     """Stop the stack. This process leaves the cluster first: a Ray driver whose cluster
     is gone would wait out Ray's GCS timeout (a minute) at exit."""
-    from cluster.ray_runtime import disconnect
+    from cluster.startup.ray_runtime import disconnect
     from switchyard.stack import read_stack_info
     from switchyard.teardown import stack_down
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster.metrics_targets import RAY_SD_FILE
+from cluster.telemetry.metrics_targets import RAY_SD_FILE
 
 DATASOURCE_UID = "switchyard-prometheus"
 FOLDER = "Switchyard"

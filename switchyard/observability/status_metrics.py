@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from cluster.live_stats import ModelLiveStats, query_prometheus, sample_agents
-from cluster.metrics_targets import scrape_targets, service_discovery_file
+from cluster.telemetry.live_stats import ModelLiveStats, query_prometheus, sample_agents
+from cluster.telemetry.metrics_targets import scrape_targets, service_discovery_file
 from domain.exit_codes import UserInputError
 from domain.status_report import MetricsStatus, ModelLive
 

@@ -160,10 +160,10 @@ def test_two_concurrent_changes_never_interleave(fake_stack: RunningStack) -> No
 # engine starts in seconds, and joining a cluster takes about as long.
 _KILL_MANAGER = """
 import sys
-from cluster.ray_runtime import connect
+from cluster.startup.ray_runtime import connect
 connect(sys.argv[1])
 import ray
-from cluster.manager_actor import manager_actor
+from cluster.ray_adapters.manager_actor import manager_actor
 manager = manager_actor()
 print("ready", flush=True)
 sys.stdin.readline()

@@ -170,7 +170,7 @@ def test_a_half_dead_head_stopped_elsewhere_ends_the_foreground_up_and_down_is_b
 
 
 def test_down_on_a_head_that_is_already_gone_cleans_the_record(running: RunningStack) -> None:
-    from cluster.ray_runtime import LocalHeadConfig, start_local_head
+    from cluster.startup.ray_runtime import LocalHeadConfig, start_local_head
     from switchyard.stack import StackInfo
     from switchyard.teardown import STACK_FILE
 

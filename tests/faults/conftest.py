@@ -12,7 +12,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def ray_instance() -> Iterator[None]:
-    from cluster.ray_auth import apply_token_auth_default
+    from cluster.startup.ray_auth import apply_token_auth_default
 
     apply_token_auth_default()
     import ray
@@ -35,7 +35,11 @@ def miniatures(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def registry(ray_instance: None) -> Iterator[Any]:
     import ray
 
-    from serve_apps.registry import REGISTRY_ACTOR_NAME, SWITCHYARD_NAMESPACE, registry_actor
+    from serve_apps.registry.registry_actor import (
+        REGISTRY_ACTOR_NAME,
+        SWITCHYARD_NAMESPACE,
+        registry_actor,
+    )
 
     actor = registry_actor()
     try:

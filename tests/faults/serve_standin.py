@@ -14,15 +14,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cluster.cluster_port import ClusterPorts, PrefetchReport, StagedWeights
-from cluster.manager_settings import ManagerSettings
-from cluster.node_probe.records import ProbedCluster
-from cluster.ray_nodes import RayNodes
-from cluster.registry_routes import RegistryRoutes
-from cluster.weight_disk_report import WeightsDiskReport
+from cluster.fleet.manager_settings import ManagerSettings
+from cluster.fleet.ports import ClusterPorts, PrefetchReport, StagedWeights
+from cluster.inventory.records import ProbedCluster
+from cluster.ray_adapters.ray_nodes import RayNodes
+from cluster.ray_adapters.registry_routes import RegistryRoutes
+from cluster.staging.disk_report import WeightsDiskReport
 from domain.app_name import AppName
-from serve_apps.routing_table import ModelRoute
-from serve_apps.weights_locator import WeightsLocator
+from serve_apps.engine.weights_locator import WeightsLocator
+from serve_apps.registry.routing_table import ModelRoute
 from tests.support.memory_cluster import KillSwitch, MemoryServe
 
 

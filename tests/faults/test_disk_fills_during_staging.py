@@ -17,8 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from cluster.staging import CacheLayout, EntryState, StagingConfig, list_entries, pin, stage
-from cluster.staging.errors import StagingError
+from cluster.staging.cache_entries import EntryState, list_entries, pin
+from cluster.staging.cache_layout import CacheLayout
+from cluster.staging.stage import stage
+from cluster.staging.staging_config import StagingConfig
+from cluster.staging.staging_errors import StagingError
 from domain.model_source import parse_model_source
 from tests.integration.local_hub import LocalHub
 from tests.integration.small_volume import small_volume

@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
-from cluster.cluster_port import AppStatus
-from cluster.fleet_engine import FleetEngine
-from cluster.journal import Journal
-from cluster.manager_settings import ManagerSettings
-from cluster.staging.errors import StagingError
+from cluster.fleet.fleet_engine import FleetEngine
+from cluster.fleet.journal import Journal
+from cluster.fleet.manager_settings import ManagerSettings
+from cluster.fleet.ports import AppStatus
+from cluster.staging.staging_errors import StagingError
 from domain.app_name import AppName
 from domain.fleet_state import FleetState
 from domain.model_state import ModelState

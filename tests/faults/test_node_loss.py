@@ -37,7 +37,7 @@ HANG_S = 60.0
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    from cluster.ray_auth import apply_token_auth_default
+    from cluster.startup.ray_auth import apply_token_auth_default
 
     apply_token_auth_default()
     from ray.cluster_utils import Cluster

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from cluster.miniature import write_miniature
+from cluster.miniature_generator import write_miniature
 from domain.deployment_config import ModelDeploymentConfig
 from policies.admission import AdmissionRequest, admit
 from policies.hf_config import load_model_spec
 from policies.inventory import ClusterInventory, gpu_profile
 from policies.layout import Layout
-from serve_apps.model_app import engine_kwargs_for
+from serve_apps.engine.model_app import engine_kwargs_for
 
 pytestmark = pytest.mark.gpu
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from cluster.node_probe.local_probe import probe_this_node, read_nvidia_smi
-from cluster.node_probe.nvml_reader import read_nvml
-from cluster.node_probe.overrides import apply_overrides
-from cluster.node_probe.policy_inventory import policy_inventory, profile_for
-from cluster.node_probe.records import GpuFactSource
+from cluster.inventory.local_probe import probe_this_node, read_nvidia_smi
+from cluster.inventory.nvml_reader import read_nvml
+from cluster.inventory.overrides import apply_overrides
+from cluster.inventory.policy_inventory import policy_inventory, profile_for
+from cluster.inventory.records import GpuFactSource
 from domain.deployment_config import AcceleratorConfig
 
 pytestmark = pytest.mark.gpu

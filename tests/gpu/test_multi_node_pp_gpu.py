@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from domain.deployment_config import AcceleratorConfig, LayoutConfig
-from serve_apps.placement import placement_for
+from serve_apps.engine.placement_bundles import placement_for
 
 pytestmark = pytest.mark.gpu
 
@@ -94,7 +94,7 @@ def test_tp1_x_pp2_runs_one_stage_on_each_of_two_gpu_nodes(
 
 
 def _write_llama(model_dir: str) -> str:
-    from cluster.miniature import write_miniature
+    from cluster.miniature_generator import write_miniature
 
     return str(write_miniature("llama", Path(model_dir)))
 

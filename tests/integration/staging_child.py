@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import sys
 
-from cluster.staging import StagingConfig, stage
+from cluster.staging.stage import stage
+from cluster.staging.staging_config import StagingConfig
 from domain.exit_codes import Rejected
 from domain.model_source import parse_model_source
 

@@ -15,7 +15,7 @@ from tests.support.running_stack import SWITCHYARD
 
 REPO = Path(__file__).resolve().parents[2]
 STORY = REPO / "examples" / "story"
-CONFIGS = REPO / "cluster" / "miniature" / "reference_configs"
+CONFIGS = REPO / "cluster" / "miniature_generator" / "reference_configs"
 REVISION_1 = (STORY / "fleet.revision-1.yaml").read_text()
 """The story's revision 1: Kimi-K2.5 at TP8 with DCP8 (examples/story/fleet.revision-1.yaml)."""
 

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from cluster.manager_settings import ManagerSettings
-from cluster.node_probe.overrides import InventoryConfig, NodeOverride
-from cluster.node_probe.policy_inventory import policy_inventory
-from cluster.node_probe.ray_probe import probe_cluster
-from cluster.node_probe.records import ProbedCluster
-from cluster.ray_nodes import RayNodes
-from cluster.staging import StagingConfig
-from cluster.weight_disk_report import weights_disk_report
+from cluster.fleet.manager_settings import ManagerSettings
+from cluster.inventory.overrides import InventoryConfig, NodeOverride
+from cluster.inventory.policy_inventory import policy_inventory
+from cluster.inventory.ray_probe import probe_cluster
+from cluster.inventory.records import ProbedCluster
+from cluster.ray_adapters.ray_nodes import RayNodes
+from cluster.staging.disk_report import weights_disk_report
+from cluster.staging.staging_config import StagingConfig
 from domain.deployment_config import AcceleratorConfig
 from policies.inventory import ClusterInventory, Interconnect
 from tests.support.waiting import wait_until

@@ -56,7 +56,7 @@ def _safetensors(name: str, size: int) -> bytes:
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalHub]:
-    from cluster.miniature import ensure_miniature
+    from cluster.miniature_generator import ensure_miniature
 
     directory = ensure_miniature("llama", tmp_path_factory.mktemp("hub-files"))
     files = {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()}
@@ -75,8 +75,8 @@ def a_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def cluster(hub: LocalHub, a_cache: Path) -> Iterator[dict[str, Any]]:
-    from cluster.node_probe.node_roles import ROLE_LABEL
-    from cluster.ray_auth import apply_token_auth_default
+    from cluster.inventory.node_roles import ROLE_LABEL
+    from cluster.startup.ray_auth import apply_token_auth_default
 
     apply_token_auth_default()
     from ray.cluster_utils import Cluster
@@ -219,8 +219,8 @@ def test_a_model_with_two_replicas_is_staged_on_both_of_its_nodes_and_serves(
 def _replica_addresses(state_dir: Path, hub: LocalHub) -> list[str]:
     script = (
         "import json, ray\n"
-        "from cluster.ray_runtime import connect\n"
-        "from serve_apps.registry import registry_actor\n"
+        "from cluster.startup.ray_runtime import connect\n"
+        "from serve_apps.registry.registry_actor import registry_actor\n"
         f"connect({json.dumps(_stack_address(state_dir))})\n"
         "found = ray.get(registry_actor(create=False).engine_endpoints.remote())\n"
         "print(json.dumps([e.url.split('//')[1].split(':')[0] for e in found]))\n"

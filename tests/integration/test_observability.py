@@ -211,7 +211,7 @@ def test_after_the_swap_every_engine_panel_has_data_for_new_and_none_shows_old_l
 ) -> None:
     # vLLM sets its scheduler gauges only while a request is in flight and Ray forgets a
     # gauge not refreshed for two export intervals: without the replica's idle gauges
-    # (serve_apps/engine_idle_gauges.py) NEW had none once the swap's load ended.
+    # (serve_apps/engine/idle_gauges.py) NEW had none once the swap's load ended.
     url = observed.prometheus_url
     engine = next(d for d in dashboards() if d.uid == "switchyard-engine")
     for panel in engine.panels:

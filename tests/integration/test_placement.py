@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from domain.deployment_config import AcceleratorConfig, LayoutConfig, ModelDeploymentConfig
-from serve_apps.placement import placement_for
+from serve_apps.engine.placement_bundles import placement_for
 from tests.support.running_stack import free_port
 
 SLOTS = "accel_slot"
@@ -22,7 +22,7 @@ CPU = AcceleratorConfig(kind="cpu", standin_resource=SLOTS)
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    from cluster.ray_auth import apply_token_auth_default
+    from cluster.startup.ray_auth import apply_token_auth_default
 
     apply_token_auth_default()
     import ray
@@ -90,7 +90,7 @@ def test_an_unplaceable_layout_is_refused_before_anything_is_deployed(
 ) -> None:
     from ray import serve
 
-    from cluster.serve_control import ServeControl
+    from cluster.ray_adapters.serve_control import ServeControl
 
     config = ModelDeploymentConfig(
         name="too-wide", source="miniature:llama", layout=LayoutConfig(tp=8), accelerator=CPU
@@ -107,9 +107,9 @@ def test_a_real_tp2_engine_is_placed_on_one_node_and_serves(cluster: Any, tmp_pa
     from ray.serve.llm.openai_api_models import CompletionRequest
     from ray.util.placement_group import placement_group_table
 
-    from cluster.cluster_port import AppStatus
-    from cluster.miniature import ensure_miniature
-    from cluster.serve_control import ServeControl
+    from cluster.fleet.ports import AppStatus
+    from cluster.miniature_generator import ensure_miniature
+    from cluster.ray_adapters.serve_control import ServeControl
     from domain.app_name import AppName
 
     model_dir = ensure_miniature("llama", tmp_path)
@@ -162,7 +162,10 @@ def test_a_real_tp2_engine_is_placed_on_one_node_and_serves(cluster: Any, tmp_pa
 
         # The gateway's cheap replica count (Serve controller's running table) says what
         # serve.status() says.
-        from serve_apps.gateway_app import ServeReplicaCounts, running_replicas_from_status
+        from serve_apps.gateway.serve_deployment import (
+            ServeReplicaCounts,
+            running_replicas_from_status,
+        )
 
         counts = asyncio.run(ServeReplicaCounts()())
         assert counts[app.app] == 1

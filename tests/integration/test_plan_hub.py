@@ -44,7 +44,7 @@ def _plan(hub: LocalHub, cache: Path, repo_id: str) -> subprocess.CompletedProce
 
 
 def _config() -> bytes:
-    source = resources.files("cluster.miniature").joinpath(
+    source = resources.files("cluster.miniature_generator").joinpath(
         "reference_configs/MiniMax-M2.5.config.json"
     )
     return source.read_bytes()

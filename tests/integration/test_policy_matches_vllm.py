@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from cluster.miniature import write_miniature
+from cluster.miniature_generator import write_miniature
 from policies.admission import AdmissionRequest, admit
 from policies.hf_config import load_model_spec
 from policies.inventory import ClusterInventory, GpuProfile
@@ -89,7 +89,7 @@ def validator_cases(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, 
     for name in ("MiniMax-M2.5", "Kimi-K2.5"):
         folder = root / name
         folder.mkdir()
-        source = resources.files("cluster.miniature").joinpath(
+        source = resources.files("cluster.miniature_generator").joinpath(
             f"reference_configs/{name}.config.json"
         )
         (folder / "config.json").write_text(source.read_text(encoding="utf-8"))

@@ -162,7 +162,7 @@ def test_requests_reach_the_engines_over_their_direct_http_ports(
     stack: RunningStack, client: openai.OpenAI
 ) -> None:
     # Each engine replica serves vLLM's app on its own port and registers it; the gateway
-    # streams from there instead of through a Serve handle (serve_apps/direct_http_backend.py).
+    # streams from there instead of through a Serve handle (serve_apps/relay/direct_backend.py).
     def paths() -> dict[str, int]:
         health = httpx.get(f"http://127.0.0.1:{stack.port}/health", timeout=30).json()
         counts: dict[str, int] = health["requests_by_path"]
@@ -181,7 +181,7 @@ def test_requests_reach_the_engines_over_their_direct_http_ports(
 
 def test_engines_and_the_gateway_run_at_the_priority_of_rays_daemons(stack: RunningStack) -> None:
     # Ray starts workers at nice 15; at that priority every Ray daemon took the CPU from a
-    # CPU-bound engine first (cluster/serve_tuning.py, BENCHMARKS.md).
+    # CPU-bound engine first (cluster/startup/serve_tuning.py, BENCHMARKS.md).
     niceness: dict[str, set[int]] = {}
     for proc in stack.processes():
         try:

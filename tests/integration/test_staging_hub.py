@@ -20,21 +20,16 @@ from pathlib import Path
 
 import pytest
 
-from cluster.staging import (
-    CacheLayout,
-    EntryState,
+from cluster.staging.cache_entries import EntryState, entry_state, list_entries, pin
+from cluster.staging.cache_layout import CacheLayout, entry_name_for
+from cluster.staging.manifest import fetch_manifest
+from cluster.staging.stage import check_disk, stage
+from cluster.staging.staging_config import StagingConfig
+from cluster.staging.staging_errors import (
     HubUnreachableError,
     InsufficientDiskError,
     IntegrityError,
-    StagingConfig,
-    check_disk,
-    entry_name_for,
-    fetch_manifest,
-    list_entries,
-    pin,
-    stage,
 )
-from cluster.staging.cache_entries import entry_state
 from domain.exit_codes import UserInputError
 from domain.model_source import parse_model_source
 from tests.support.waiting import wait_until

@@ -12,19 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from cluster.staging import (
+from cluster.staging.cache_entries import EntryState, read_pins
+from cluster.staging.cache_layout import CacheLayout
+from cluster.staging.manifest import fetch_manifest
+from cluster.staging.node_tasks import (
     ClusterStagingError,
-    EntryState,
-    StagingConfig,
-    StagingMode,
     check_disk_across_nodes,
-    fetch_manifest,
     list_entries_across_nodes,
+    release_across_nodes,
     stage_across_nodes,
 )
-from cluster.staging.layout import CacheLayout
-from cluster.staging.node_tasks import release_across_nodes
-from cluster.staging.pins import read_pins
+from cluster.staging.staging_config import StagingConfig, StagingMode
 from domain.model_source import parse_model_source
 
 from .local_hub import LocalHub

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster.cluster_port import (
+from cluster.fleet.journal import Journal
+from cluster.fleet.ports import (
     AppStatus,
     ClusterPorts,
     Deployed,
@@ -24,16 +25,15 @@ from cluster.cluster_port import (
     PrefetchReport,
     StagedWeights,
 )
-from cluster.journal import Journal
-from cluster.node_probe.records import GpuFactSource, NodeFacts, ProbedCluster
-from cluster.startup_steps import StartupSteps, startup_steps
-from cluster.weight_disk_report import WeightsDiskReport
+from cluster.fleet.startup_steps import StartupSteps, startup_steps
+from cluster.inventory.records import GpuFactSource, NodeFacts, ProbedCluster
+from cluster.staging.disk_report import WeightsDiskReport
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
 from domain.fleet_state import FleetState
 from domain.model_state import ModelState
-from serve_apps.routing_table import ModelRoute, RoutingTable
-from serve_apps.weights_locator import WeightsLocator
+from serve_apps.engine.weights_locator import WeightsLocator
+from serve_apps.registry.routing_table import ModelRoute, RoutingTable
 
 NODE_ID = "a" * 56
 STANDIN_RESOURCE = "accel_slot"

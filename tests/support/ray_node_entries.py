@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from serve_apps.ray_internals import HEAD_NODE_RESOURCE
+from serve_apps.internals import HEAD_NODE_RESOURCE
 
 # The head's id sorts after the others: "head first" is then not merely "by id".
 HEAD = "f3" * 28

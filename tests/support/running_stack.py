@@ -104,7 +104,7 @@ class RunningStack:
         """What every node's Ray metrics agent exports now (what Prometheus scrapes)."""
         from urllib.request import urlopen
 
-        from cluster.metrics_targets import scrape_targets, service_discovery_file
+        from cluster.telemetry.metrics_targets import scrape_targets, service_discovery_file
 
         texts = []
         for target in scrape_targets(service_discovery_file(self.state_dir)):
@@ -150,7 +150,7 @@ class RunningStack:
 
     def processes(self) -> list[psutil.Process]:
         """Every process of this stack's Ray session (head daemons and their children)."""
-        from cluster.ray_runtime import local_head_processes
+        from cluster.startup.ray_runtime import local_head_processes
 
         return local_head_processes(self.state_dir)
 

@@ -13,7 +13,7 @@
 A module may import its own package and any package below it, never one above. Every
 import counts: module level, inside functions, under `TYPE_CHECKING`, and
 `importlib.import_module("...")` with a literal name. Private Ray and Serve APIs are used
-in one module only, `serve_apps/ray_internals.py` (the data-plane layer, so both planes can
+in one module only, `serve_apps/internals.py` (the data-plane layer, so both planes can
 reach it); `domain/` and `policies/` import no Ray at all.
 """
 
@@ -38,7 +38,7 @@ LAYERS: dict[str, int] = {
     "domain": 1,
     "policies": 0,
 }
-RAY_INTERNALS = Path("serve_apps/ray_internals.py")
+RAY_INTERNALS = Path("serve_apps/internals.py")
 NO_RAY_PACKAGES = ("domain", "policies")
 
 # Private Ray/Serve names: modules whose dotted path has a private part, and the private
@@ -134,10 +134,10 @@ def test_the_layer_checker_sees_imports_inside_functions_and_type_checking() -> 
     source = (
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n"
-        "    from cluster.journal import Journal\n"
+        "    from cluster.fleet.journal import Journal\n"
         "def f():\n"
         "    import switchyard.cli\n"
-        "    importlib.import_module('serve_apps.gateway')\n"
+        "    importlib.import_module('serve_apps.gateway.app')\n"
     )
     found = {module for _, module in _imports(ast.parse(source))}
-    assert {"cluster.journal", "switchyard.cli", "serve_apps.gateway"} <= found
+    assert {"cluster.fleet.journal", "switchyard.cli", "serve_apps.gateway.app"} <= found

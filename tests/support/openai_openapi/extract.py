@@ -1,5 +1,5 @@
 """Writes `schemas.json`: the part of OpenAI's published OpenAPI document the gateway's
-bodies are checked against (tests/unit/serving/test_openai_bodies.py and the real-stack
+bodies are checked against (tests/unit/gateway/test_openai_bodies.py and the real-stack
 tests/integration/test_openai_surface.py).
 
 The document is openai/openai-openapi's `openapi.json` (3.4 MB); only the component schemas

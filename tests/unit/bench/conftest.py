@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cluster.miniature import MINIATURES, write_miniature
+from cluster.miniature_generator import MINIATURES, write_miniature
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from domain.exit_codes import ExitCode
-from switchyard.bench.config import BenchConfig
+from switchyard.bench.bench_config import BenchConfig
 from switchyard.cli import build_parser, main
 from switchyard.commands import bench
 

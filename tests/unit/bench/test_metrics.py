@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from switchyard.bench.metrics import Distribution, LevelMetrics, percentile, summarize
+from switchyard.bench.level_metrics import Distribution, LevelMetrics, percentile, summarize
 from switchyard.bench.request_record import RequestRecord, failed_record
 
 # Sent at 10.0 s; chunks at 10.2, 10.25, 10.35, 10.40; the server counted 4 tokens.

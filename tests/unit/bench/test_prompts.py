@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from cluster.miniature import MINIATURES
+from cluster.miniature_generator import MINIATURES
 from switchyard.bench.prompts import exact_length_prompts, special_token_overhead, word_pool
 
 

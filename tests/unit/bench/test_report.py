@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from switchyard.bench.level_metrics import summarize
 from switchyard.bench.load import LevelRun
-from switchyard.bench.metrics import summarize
 from switchyard.bench.plot import plot_series
 from switchyard.bench.report import results_table, sweep_json
 from switchyard.bench.request_record import RequestRecord, failed_record

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from cluster.fleet_engine import FleetEngine
-from cluster.fleet_metrics import RecordingFleetMetrics
-from cluster.journal import Journal
-from cluster.manager_settings import ManagerSettings
+from cluster.fleet.fleet_engine import FleetEngine
+from cluster.fleet.fleet_metrics import RecordingFleetMetrics
+from cluster.fleet.journal import Journal
+from cluster.fleet.manager_settings import ManagerSettings
 from tests.support.fleet_configs import CPU, new_model
 from tests.support.memory_cluster import FakeClock, KillingJournal, MemoryCluster
 

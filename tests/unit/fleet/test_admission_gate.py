@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.admission_gate import admission_request, decide
-from cluster.miniature import write_miniature
+from cluster.fleet.admission_gate import admission_request, decide
+from cluster.miniature_generator import write_miniature
 from domain.deployment_config import (
     AcceleratorConfig,
     EngineConfig,

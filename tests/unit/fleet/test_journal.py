@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cluster.atomic_file import atomic_write_text as write_atomic
-from cluster.journal import (
+from cluster.fleet.journal import (
     JOURNAL_FILE,
     JOURNAL_FORMAT_VERSION,
     SNAPSHOT_FILE,

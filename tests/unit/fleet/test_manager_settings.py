@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from cluster.manager_settings import ManagerSettings
+from cluster.fleet.manager_settings import ManagerSettings
 from domain.deployment_config import AcceleratorConfig
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cluster.model_health import HealthChange, health_changes
+from cluster.fleet.model_health import HealthChange, health_changes
 from domain.model_state import ModelState
 
 APPS = {"kimi": "model-kimi", "llama": "model-llama"}

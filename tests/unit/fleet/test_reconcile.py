@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.cluster_port import AppStatus
+from cluster.fleet.ports import AppStatus
 from domain.app_name import AppName
 from domain.model_state import ModelState
 from domain.operation import OperationDetails, Outcome, SwapStrategy
 from domain.operation_request import AddRequest, AliasRequest, RemoveRequest, SwapRequest
-from serve_apps.routing_table import RoutingTable
+from serve_apps.registry.routing_table import RoutingTable
 from tests.support.fleet_configs import OLD
 from tests.support.memory_cluster import Killed
 from tests.unit.fleet.conftest import NEW, Fleet

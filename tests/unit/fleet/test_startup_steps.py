@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.startup_steps import STEPS, WorkerTimes, parse_engine_log, startup_steps
+from cluster.fleet.startup_steps import STEPS, WorkerTimes, parse_engine_log, startup_steps
 
 pytestmark = pytest.mark.unit
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from cluster.cluster_port import AppStatus
+from cluster.fleet.ports import AppStatus
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
 from domain.model_state import ModelState

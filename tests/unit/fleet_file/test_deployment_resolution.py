@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from cluster.deployment_resolution import resolve_deployment, ships_remote_code
+from cluster.fleet.deployment_resolution import resolve_deployment, ships_remote_code
 from domain.deployment_config import EngineConfig, ModelDeploymentConfig
 
 pytestmark = pytest.mark.unit
 
-REFERENCE = Path(__file__).parents[3] / "cluster" / "miniature" / "reference_configs"
+REFERENCE = Path(__file__).parents[3] / "cluster" / "miniature_generator" / "reference_configs"
 
 
 def _model_dir(tmp_path: Path, name: str, *, tokenizer_code: bool | None) -> Path:

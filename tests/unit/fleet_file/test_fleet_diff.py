@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from domain.fleet_diff import ChangeAction, diff_fleet
 from domain.fleet_file import FleetModelEntry, parse_fleet_file
+from domain.fleet_file_diff import ChangeAction, diff_fleet
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.miniature import MINIATURES, write_miniature
+from cluster.miniature_generator import MINIATURES, write_miniature
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.miniature import MINIATURES
+from cluster.miniature_generator import MINIATURES
 from domain.exit_codes import ExitCode
 from switchyard.cli import main
 from switchyard.commands.miniature import MINIATURE_NAMES

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.miniature import corrupt_weights, write_miniature
+from cluster.miniature_generator import corrupt_weights, write_miniature
 
 
 def test_corrupted_weights_fail_to_open_with_the_error_vllm_reports(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from cluster.miniature import MINIATURE_RECORD_KEY, MINIATURES
-from cluster.miniature.special_tokens import (
+from cluster.miniature_generator import MINIATURE_RECORD_KEY, MINIATURES
+from cluster.miniature_generator.special_tokens import (
     BOS_TOKEN,
     EOS_TOKEN,
     IM_START_TOKEN,
@@ -21,7 +21,7 @@ from cluster.miniature.special_tokens import (
     PAD_TOKEN,
     ExtraToken,
 )
-from cluster.miniature.tokenizer import extra_token_ids, train_tokenizer_json
+from cluster.miniature_generator.tokenizer import extra_token_ids, train_tokenizer_json
 
 KIMI_TAGS = (
     "<think>",

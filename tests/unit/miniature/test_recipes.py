@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from cluster.miniature import MINIATURE_RECORD_KEY, MINIATURES, recipe_for
-from cluster.miniature.recipe import MiniatureRecipe, TensorDtype
-from cluster.miniature.reference import (
+from cluster.miniature_generator import MINIATURE_RECORD_KEY, MINIATURES, recipe_for
+from cluster.miniature_generator.recipe import MiniatureRecipe, TensorDtype
+from cluster.miniature_generator.reference import (
     KIMI_K25_CONFIG,
     MINIMAX_M25_CONFIG,
     load_reference_config,

@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from cluster.miniature import MINIATURES
-from cluster.miniature.special_tokens import (
+from cluster.miniature_generator import MINIATURES
+from cluster.miniature_generator.special_tokens import (
     BOS_TOKEN_ID,
     EOS_TOKEN_ID,
     IM_START_TOKEN,
     MODEL_VOCAB_SIZE,
     PAD_TOKEN_ID,
 )
-from cluster.miniature.tokenizer import train_tokenizer_json
+from cluster.miniature_generator.tokenizer import train_tokenizer_json
 
 
 @pytest.fixture(autouse=True)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.miniature import MINIATURE_RECORD_KEY, MINIATURES, write_miniature
-from cluster.miniature import writer as writer_module
-from cluster.miniature.recipe import TensorDtype, TensorInit
+from cluster.miniature_generator import MINIATURE_RECORD_KEY, MINIATURES, write_miniature
+from cluster.miniature_generator import writer as writer_module
+from cluster.miniature_generator.recipe import TensorDtype, TensorInit
 from domain.exit_codes import UserInputError
 
 EXPECTED_FILES = {

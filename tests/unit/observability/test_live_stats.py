@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.live_stats import (
+from cluster.telemetry.live_stats import (
     between,
     bucket_quantile,
     our_lines,
@@ -18,7 +18,7 @@ from cluster.live_stats import (
     query_prometheus,
     scrape_agents,
 )
-from cluster.metrics_targets import scrape_targets, service_discovery_file
+from cluster.telemetry.metrics_targets import scrape_targets, service_discovery_file
 from domain.exit_codes import UserInputError
 from switchyard.observability.status_metrics import live_metrics
 from tests.support.recording_http import Answer, recording_server

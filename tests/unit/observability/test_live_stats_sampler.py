@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster.live_stats import Scrape
-from cluster.live_stats_sampler import MANAGER_SOURCE, LiveStatsSampler
+from cluster.telemetry.live_stats import Scrape
+from cluster.telemetry.live_stats_sampler import MANAGER_SOURCE, LiveStatsSampler
 
 pytestmark = pytest.mark.unit
 

@@ -17,8 +17,10 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def reference_config(name: str) -> dict[str, Any]:
-    """A real config shipped in the package (cluster/miniature/reference_configs/)."""
-    text = resources.files("cluster.miniature").joinpath(f"reference_configs/{name}.config.json")
+    """A real config shipped in the package (cluster/miniature_generator/reference_configs/)."""
+    text = resources.files("cluster.miniature_generator").joinpath(
+        f"reference_configs/{name}.config.json"
+    )
     data: dict[str, Any] = json.loads(text.read_text(encoding="utf-8"))
     return data
 

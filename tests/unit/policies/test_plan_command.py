@@ -20,7 +20,9 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 
 def reference_path(name: str) -> str:
     return str(
-        resources.files("cluster.miniature").joinpath(f"reference_configs/{name}.config.json")
+        resources.files("cluster.miniature_generator").joinpath(
+            f"reference_configs/{name}.config.json"
+        )
     )
 
 

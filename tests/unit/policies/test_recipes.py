@@ -15,7 +15,7 @@ from switchyard.engine_args import parser_names
 pytestmark = pytest.mark.unit
 
 FIXTURES = Path(__file__).parent / "fixtures"
-REFERENCE = Path(__file__).parents[3] / "cluster" / "miniature" / "reference_configs"
+REFERENCE = Path(__file__).parents[3] / "cluster" / "miniature_generator" / "reference_configs"
 
 
 def test_the_story_models_get_their_parsers() -> None:

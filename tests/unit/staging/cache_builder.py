@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from cluster.staging.entry_metadata import write_entry_manifest, write_staged_marker
-from cluster.staging.layout import CacheLayout, entry_name_for
+from cluster.staging.cache_entries import write_entry_manifest, write_staged_marker
+from cluster.staging.cache_layout import CacheLayout, entry_name_for
 from cluster.staging.manifest import ManifestFile, SourceManifest
 from domain.model_source import ModelSource
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from cluster.staging.budget import judge_disk
-from cluster.staging.units import format_bytes, format_duration
+from cluster.staging.progress import format_bytes, format_duration
+from cluster.staging.space_gate import judge_disk
 
 GIB = 1024**3
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.staging.layout import CacheLayout
+from cluster.staging.cache_layout import CacheLayout
 from domain.exit_codes import ExitCode
 from switchyard import cli
 

@@ -1,10 +1,10 @@
 """Which nodes share a cache directory, and which pins the manager may release.
 
-A cache directory's identity (`cluster/staging/cache_identity.py`) is a marker file written
-once and read by every node: nodes mounting one filesystem agree on it, two disks differ,
-and an existing marker is never replaced. `release_pins` (`cluster/staging/pins.py`) removes
-only the manager's own pins (reason `PIN_PREFIX` + source, `cluster/node_weights.py`) of
-sources no longer kept; pins set by hand stay.
+A cache directory's identity (`cluster/staging/cache_layout.py`) is a marker file written once
+and read by every node: nodes mounting one filesystem agree on it, two disks differ, and an
+existing marker is never replaced. `release_pins` (`cluster/staging/cache_entries.py`) removes
+only the manager's own pins (reason `PIN_PREFIX` + source, `cluster/staging/replica_weights.py`)
+of sources no longer kept; pins set by hand stay.
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.node_weights import PIN_PREFIX, pin_reason
-from cluster.staging.cache_identity import MARKER_NAME, cache_identity
-from cluster.staging.layout import CacheLayout
-from cluster.staging.pins import pin, read_pins, release_pins
+from cluster.staging.cache_entries import pin, read_pins, release_pins
+from cluster.staging.cache_layout import MARKER_NAME, CacheLayout, cache_identity
+from cluster.staging.replica_weights import PIN_PREFIX, pin_reason
 
 OLD = "Qwen/Qwen2.5-0.5B-Instruct"
 NEW = "miniature:llama-new"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.staging.config import (
+from cluster.staging.staging_config import (
     GIB,
     StagingConfig,
     StagingMode,

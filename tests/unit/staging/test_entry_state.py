@@ -8,10 +8,14 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from cluster.staging.cache_entries import being_staged, entry_state, list_entries
-from cluster.staging.entry_metadata import write_staged_marker
-from cluster.staging.layout import CacheLayout
-from cluster.staging.states import EntryState
+from cluster.staging.cache_entries import (
+    EntryState,
+    being_staged,
+    entry_state,
+    list_entries,
+    write_staged_marker,
+)
+from cluster.staging.cache_layout import CacheLayout
 
 from .cache_builder import hub_manifest, make_entry
 

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from cluster.staging.cache_entries import list_entries
-from cluster.staging.config import StagingConfig
-from cluster.staging.errors import InsufficientDiskError
+from cluster.staging.cache_entries import EntryState, list_entries, pin, read_pins, unpin
+from cluster.staging.cache_layout import CacheLayout
 from cluster.staging.eviction import (
     EvictionRefused,
     choose_evictions,
@@ -19,10 +18,9 @@ from cluster.staging.eviction import (
     eviction_candidates,
 )
 from cluster.staging.integrity import bytes_on_disk
-from cluster.staging.layout import CacheLayout
-from cluster.staging.pins import pin, read_pins, unpin
 from cluster.staging.space_gate import SpaceGate
-from cluster.staging.states import EntryState
+from cluster.staging.staging_config import StagingConfig
+from cluster.staging.staging_errors import InsufficientDiskError
 
 from .cache_builder import entry_exists, make_entry
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cluster.staging.file_selection import is_alternative_weight_file, select_files
+from cluster.staging.manifest import is_alternative_weight_file, select_files
 
 
 def test_safetensors_repos_skip_other_weight_formats_and_the_original_folder():

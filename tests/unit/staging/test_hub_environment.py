@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from cluster.staging.hub_environment import (
+from cluster.staging.hub_download import (
     DEFAULT_HUB_ENDPOINT,
     prepare_hub_environment,
     resolve_endpoint,

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.staging.manifest import ManifestFile, SourceManifest
-from cluster.staging.manifest_fetch import fetch_manifest, local_manifest
+from cluster.staging.manifest import ManifestFile, SourceManifest, fetch_manifest, local_manifest
 from domain.exit_codes import UserInputError
 from domain.model_source import ModelSource
 

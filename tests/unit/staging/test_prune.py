@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from cluster.staging import prune
+from cluster.staging import eviction as prune
 from cluster.staging.cache_entries import CacheEntry, list_entries
+from cluster.staging.cache_layout import CacheLayout
 from cluster.staging.integrity import HUB_METADATA_DIR
-from cluster.staging.layout import CacheLayout
 
 from .cache_builder import make_entry
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from cluster.staging.config import StagingConfig
-from cluster.staging.errors import InsufficientDiskError
-from cluster.staging.layout import CacheLayout
+from cluster.staging.cache_layout import CacheLayout
 from cluster.staging.reservations import Holder, Reservation, ReservationBook
 from cluster.staging.space_gate import SpaceGate
+from cluster.staging.staging_config import StagingConfig
+from cluster.staging.staging_errors import InsufficientDiskError
 
 
 def config(tmp_path: Path, **overrides: object) -> StagingConfig:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from cluster.staging.config import StagingConfig
-from cluster.staging.errors import IntegrityError
-from cluster.staging.manifest_fetch import fetch_manifest
+from cluster.staging.manifest import fetch_manifest
 from cluster.staging.stage import check_disk, stage
+from cluster.staging.staging_config import StagingConfig
+from cluster.staging.staging_errors import IntegrityError
 from domain.model_source import ModelSource
 
 

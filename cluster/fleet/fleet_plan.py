@@ -1,0 +1,288 @@
+"""A fleet file's plan, judged step by step: what `diff` prints and `apply` checks first.
+
+Each step of `domain/fleet_file_diff.py` is judged in order against the cluster as the steps
+before it leave it: a remove frees its model's accelerators, an add or swap takes what its
+layout needs. Every add and swap is resolved as an operation would resolve it (the recipe on
+unset engine fields, `layout: auto` from the policy; cluster/fleet/deployment_resolution.py) and
+admitted by the same policy. The live fleet (in the manager) and a described cluster (`diff
+--from OLD -f NEW --inventory FILE`, no cluster running) use the same code through
+`PlanSources`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from cluster.fleet.admission_gate import auto_layout_of, decide
+from cluster.fleet.deployment_resolution import resolve_deployment
+from cluster.fleet.preflight import refusals
+from domain.deployment_config import AcceleratorConfig, LayoutConfig, ModelDeploymentConfig
+from domain.fleet_file import FleetModelEntry
+from domain.fleet_file_diff import ChangeAction, FleetChange, FleetDiff
+from policies.admission import Decision
+from policies.inventory import ClusterInventory
+
+Claims = dict[str, int]
+"""Accelerators per node."""
+
+
+@dataclass(frozen=True)
+class LiveModel:
+    """A serving model as the plan sees it."""
+
+    entry: FleetModelEntry
+    config: ModelDeploymentConfig
+    claimed: Claims
+
+
+@dataclass(frozen=True)
+class PlanSources:
+    """Where a plan reads what it judges against."""
+
+    model_dir: Callable[[str], Path]
+    """A source's config (and weight index) directory; nothing downloaded but those."""
+    inventory: ClusterInventory
+    accelerator: AcceleratorConfig
+    startup_of: Callable[[ModelDeploymentConfig], float | None] = lambda _config: None
+    """A deployment's last start time, which a break-before-make hold lasts about."""
+
+
+@dataclass
+class _Cluster:
+    """Free accelerators per node as the steps so far leave them."""
+
+    inventory: ClusterInventory
+
+    def free(self, claims: Mapping[str, int]) -> None:
+        self._adjust(claims, +1)
+
+    def take(self, claims: Mapping[str, int]) -> None:
+        self._adjust(claims, -1)
+
+    def _adjust(self, claims: Mapping[str, int], sign: int) -> None:
+        nodes = []
+        for node in self.inventory.nodes:
+            free = node.free_gpus + sign * claims.get(node.name, 0)
+            nodes.append(replace(node, free_gpus=max(0, min(node.gpus, free))))
+        self.inventory = ClusterInventory(nodes=tuple(nodes))
+
+
+@dataclass
+class PlannedStep:
+    change: FleetChange
+    admitted: bool = True
+    reasons: list[str] = field(default_factory=list)
+    layout: str | None = None
+    accelerators: int = 0
+    weights_gib: float | None = None
+    engine: dict[str, Any] = field(default_factory=dict)
+    recipe: list[str] = field(default_factory=list)
+    strategy: str | None = None
+    aliases: dict[str, str] = field(default_factory=dict)
+    config: ModelDeploymentConfig | None = None
+    """What an add or swap deploys, resolved."""
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.change
+        out: dict[str, Any] = {"action": c.action.value, "model": c.model}
+        if c.action is ChangeAction.SWAP:
+            out["replaces"] = c.replaces
+            out["strategy"] = self.strategy
+            if c.changed:
+                out["changed"] = list(c.changed)
+        if c.action is ChangeAction.ALIAS:
+            out["alias"] = c.alias
+        out["admitted"] = self.admitted
+        out["reasons"] = self.reasons
+        if c.action in (ChangeAction.ADD, ChangeAction.SWAP):
+            out.update(
+                layout=self.layout,
+                accelerators=self.accelerators,
+                disk={"weights_gib": self.weights_gib},
+                engine=self.engine,
+                recipe=self.recipe,
+            )
+        out["aliases"] = self.aliases
+        return out
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    steps: tuple[PlannedStep, ...]
+    left_aliases: tuple[str, ...] = ()
+
+    @property
+    def admitted(self) -> bool:
+        return all(s.admitted for s in self.steps)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "changes": [s.to_json() for s in self.steps],
+            "admitted": self.admitted,
+        }
+        if self.left_aliases:
+            out["left_aliases"] = list(self.left_aliases)
+        return out
+
+
+def plan_fleet(
+    diff: FleetDiff,
+    live: Mapping[str, LiveModel],
+    live_aliases: Mapping[str, str],
+    sources: PlanSources,
+) -> FleetPlan:
+    """Judge each step of `diff` in order (see the module docstring)."""
+    cluster = _Cluster(sources.inventory)
+    steps = []
+    for change in diff.changes:
+        step = PlannedStep(change)
+        owned = sorted({a for a, m in live_aliases.items() if m == (change.replaces or "")})
+        if change.action is ChangeAction.REMOVE:
+            cluster.free(live[change.model].claimed)
+            gone = [a for a, m in sorted(live_aliases.items()) if m == change.model]
+            step.aliases = dict.fromkeys([change.model, *gone], "removed: answered 404")
+        elif change.action is ChangeAction.ALIAS:
+            assert change.alias is not None
+            step.aliases = {change.alias: f"moves to {change.model} at once"}
+        else:
+            assert change.entry is not None
+            old = live.get(change.replaces or "")
+            _judge(step, change.entry, old, cluster, sources)
+            if change.action is ChangeAction.SWAP:
+                held = _held_for(step, sources)
+                moving = [*owned, *([change.model] if change.replaces == change.model else [])]
+                step.aliases = dict.fromkeys(sorted(set(moving)), held)
+            step.aliases.update({a: "new" for a in change.entry.aliases if a not in step.aliases})
+        steps.append(step)
+    return FleetPlan(tuple(steps), diff.left_aliases)
+
+
+@dataclass(frozen=True)
+class DescribedFleet:
+    """A fleet file as if deployed (the OLD of `diff --from`)."""
+
+    live: dict[str, LiveModel]
+    aliases: dict[str, str]
+    sources: PlanSources
+    """The sources with the inventory it leaves: its accelerators taken."""
+    problems: list[str]
+    """The entries that would not be admitted, and why."""
+
+
+def deploy_all(entries: tuple[FleetModelEntry, ...], sources: PlanSources) -> DescribedFleet:
+    """A described fleet as if deployed on `sources.inventory`: each entry resolved and
+    placed in order."""
+    cluster = _Cluster(sources.inventory)
+    live: dict[str, LiveModel] = {}
+    problems = []
+    for entry in entries:
+        step = PlannedStep(FleetChange(ChangeAction.ADD, entry.name, entry=entry))
+        claims = _judge(step, entry, None, cluster, sources)
+        if not step.admitted or step.config is None:
+            problems.append(f"{entry.name}: {'; '.join(step.reasons)}")
+            continue
+        live[entry.name] = LiveModel(entry, step.config, claims)
+    aliases = {a: e.name for e in entries if e.name in live for a in e.aliases}
+    return DescribedFleet(live, aliases, replace(sources, inventory=cluster.inventory), problems)
+
+
+def _judge(
+    step: PlannedStep,
+    entry: FleetModelEntry,
+    old: LiveModel | None,
+    cluster: _Cluster,
+    sources: PlanSources,
+) -> Claims:
+    """Resolve and admit `entry` (replacing `old`, if any) on what `cluster` has free; take
+    what it claims. The claims taken (empty when refused)."""
+    config = entry.deployment()
+    config = config.model_copy(update={"accelerator": sources.accelerator})
+    if sources.accelerator.kind == "cpu" and "enforce_eager" not in entry.engine.model_fields_set:
+        config = config.model_copy(
+            update={"engine": config.engine.model_copy(update={"enforce_eager": True})}
+        )
+    try:
+        model_dir = sources.model_dir(entry.source)
+    except Exception as exc:
+        return _refuse(step, f"cannot read the config of {entry.source}: {exc}")
+    resolution = resolve_deployment(config, model_dir)
+    config = resolution.config
+    step.recipe = list(resolution.notes)
+    if resolution.refusals:
+        return _refuse(step, *resolution.refusals)
+    freed = old.claimed if old is not None else None
+    try:
+        if entry.auto_layout:
+            decision = decide(
+                model_dir,
+                config,
+                cluster.inventory,
+                freed=freed,
+                any_layout=True,
+                objective=entry.objective,
+            )
+            layout = auto_layout_of(decision, sources.accelerator.kind)
+            if layout is None:
+                return _refuse(step, *refusals(decision))
+            config = config.model_copy(update={"layout": layout})
+        beside = decide(model_dir, config, cluster.inventory) if old is not None else None
+        decision = (
+            beside
+            if beside is not None and beside.admitted
+            else decide(model_dir, config, cluster.inventory, freed=freed)
+        )
+    except ValueError as exc:
+        return _refuse(step, str(exc))
+    step.config = config
+    step.layout = str(config.layout)
+    step.accelerators = config.layout.gpus_per_replica * config.replicas
+    step.weights_gib = round(decision.weights.total_bytes / 2**30, 3)
+    step.engine = config.engine.model_dump(mode="json", exclude_none=True, exclude={"extra"})
+    step.engine.update(config.engine.extra)
+    if old is not None:
+        step.strategy = (
+            "make-before-break" if beside is not None and beside.admitted else "break-before-make"
+        )
+    if not decision.admitted:
+        return _refuse(step, *refusals(decision))
+    if old is not None:
+        cluster.free(old.claimed)
+    claims = _claims(decision, config.layout, config.replicas, cluster.inventory)
+    cluster.take(claims)
+    return claims
+
+
+def _claims(
+    decision: Decision, layout: LayoutConfig, replicas: int, inventory: ClusterInventory
+) -> Claims:
+    """Where the admitted layout's accelerators come from: the candidate's nodes, in order."""
+    candidate = decision.recommended or decision.candidates[0]
+    need = layout.gpus_per_replica * replicas
+    free = {n.name: n.free_gpus for n in inventory.nodes}
+    claims: Claims = {}
+    for node in candidate.nodes or tuple(free):
+        take = min(need, free.get(node, 0))
+        if take:
+            claims[node] = take
+            need -= take
+    return claims
+
+
+def _refuse(step: PlannedStep, *reasons: str) -> Claims:
+    step.admitted = False
+    step.reasons.extend(reasons or ("refused",))
+    return {}
+
+
+def _held_for(step: PlannedStep, sources: PlanSources) -> str:
+    if not step.admitted or step.config is None:
+        return "nothing changes (refused)"
+    if step.strategy == "make-before-break":
+        return "nothing: moves at once (make-before-break)"
+    seconds = sources.startup_of(step.config)
+    if seconds is None:
+        return "held while NEW starts (no earlier start of this source and layout to go by)"
+    return f"held for about {seconds:.0f} s (break-before-make)"

@@ -1,0 +1,267 @@
+"""Preflight of a new deployment: names, staging (once per operation) and admission.
+
+A failure here changes nothing: the model directory it returns is what the deployment
+then loads, so the weights are staged exactly once per operation. Admission may be asked
+more than once for one staging (a swap asks whether NEW fits beside OLD, and else whether
+it fits in what OLD frees).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cluster.fleet.admission_gate import auto_layout_of, decide
+from cluster.fleet.deployment_resolution import resolve_deployment
+from cluster.fleet.fleet_context import FleetContext
+from cluster.fleet.operation_recorder import OperationRecorder
+from cluster.inventory.policy_inventory import policy_inventory
+from cluster.inventory.records import ProbedCluster
+from domain.deployment_config import ModelDeploymentConfig
+from domain.fleet_state import FleetState
+from domain.operation import AdmissionSummary
+from policies.admission import Candidate, Decision
+from policies.inventory import ClusterInventory
+from policies.reasons import Reason
+
+
+@dataclass(frozen=True)
+class PreflightResult:
+    model_dir: Path | None
+    """The staged model (a config-only directory for a dry run); None if staging failed."""
+    reasons: tuple[str, ...]
+    """Why the deployment is refused; empty when admitted."""
+    config: ModelDeploymentConfig | None = None
+    """The config as it will be deployed (recipe applied, layout resolved), once resolved."""
+
+    @property
+    def admitted(self) -> bool:
+        return not self.reasons
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A model's weights on the node and the inventory admission decides against."""
+
+    model_dir: Path
+    inventory: ClusterInventory
+
+
+def name_problems(
+    state: FleetState, config: ModelDeploymentConfig, replacing: str | None = None
+) -> list[str]:
+    """Name clashes with the fleet; `replacing` (a swap's OLD) may be `config`'s own name."""
+    problems = []
+    if config.name in state.models and config.name != replacing:
+        problems.append(f"a model named '{config.name}' already exists")
+    for alias in config.aliases:
+        if alias in state.models:
+            problems.append(f"alias '{alias}' is the name of a model")
+    return problems
+
+
+def preflight(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    config: ModelDeploymentConfig,
+    *,
+    freed: Mapping[str, int] | None,
+    dry_run: bool,
+    auto_layout: bool = False,
+    objective: str = "throughput",
+) -> PreflightResult:
+    """Stage `config`'s weights, resolve it (recipe, `layout: auto`) and run admission
+    counting `freed` as free."""
+    staged = stage_and_probe(ctx, op, config, dry_run=dry_run)
+    if isinstance(staged, PreflightResult):
+        return staged
+    resolved = resolve(
+        ctx, op, config, staged, freed=freed, auto_layout=auto_layout, objective=objective
+    )
+    if isinstance(resolved, tuple):
+        return PreflightResult(staged.model_dir, resolved)
+    refused = admission(ctx, op, resolved, staged, freed=freed)
+    return PreflightResult(staged.model_dir, refused, resolved)
+
+
+def resolve(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    config: ModelDeploymentConfig,
+    staged: Staged,
+    *,
+    freed: Mapping[str, int] | None,
+    auto_layout: bool,
+    objective: str = "throughput",
+) -> ModelDeploymentConfig | tuple[str, ...]:
+    """`config` as it will be deployed: the architecture's recipe on the engine fields it
+    leaves unset, and its layout the policy's recommendation when it asked for `auto`
+    (counting `freed` as free); the refusals when the recipe or the policy refuse."""
+    resolution = resolve_deployment(config, staged.model_dir)
+    for note in resolution.notes:
+        op.note(note)
+    if resolution.refusals:
+        ctx.metrics.admission(False, [r.split(":", 1)[0] for r in resolution.refusals])
+        return resolution.refusals
+    config = resolution.config
+    if not auto_layout:
+        return config
+    try:
+        decision = decide(
+            staged.model_dir,
+            config,
+            staged.inventory,
+            freed=freed,
+            any_layout=True,
+            objective=objective,
+        )
+    except ValueError as exc:
+        return (str(exc),)
+    chosen = auto_layout_of(decision, config.accelerator.kind)
+    if chosen is None:
+        return refusals(decision) or ("no recommended layout is deployable here",)
+    op.note(f"layout auto: {chosen} (admission's recommendation for {objective})")
+    op.details.layout = str(chosen)
+    return config.model_copy(update={"layout": chosen})
+
+
+def stage_and_probe(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    config: ModelDeploymentConfig,
+    *,
+    dry_run: bool,
+    replacing: str | None = None,
+) -> Staged | PreflightResult:
+    """Names checked, weights staged (a dry run reads the config only), nodes probed; a
+    PreflightResult with the reasons when any of it refuses."""
+    problems = name_problems(ctx.desired.state, config, replacing)
+    if problems:
+        ctx.metrics.admission(False, ["name_conflict"])
+        return PreflightResult(None, tuple(problems))
+    nodes = ctx.ports.nodes
+    try:
+        if dry_run:
+            # A dry run must not download weights: the config (and the safetensors index
+            # for sizes) is all admission needs.
+            op.note(f"reading the config of {config.source}")
+            model_dir = nodes.read_config(config.source)
+        else:
+            op.note(f"staging {config.source}")
+            staged = nodes.stage(config.source)
+            for node in staged.nodes:
+                op.note(f"staged {config.source} on {node.describe()}")
+                ctx.metrics.node_staging(node.node, node.outcome.value, node.downloaded_bytes)
+            model_dir = staged.model_dir
+    except Exception as exc:
+        ctx.metrics.admission(False, ["staging_failed"])
+        return PreflightResult(None, (f"staging {config.source} failed: {exc}",))
+    probed = nodes.probe()
+    for problem in probed.problems:
+        op.note(f"inventory: {problem}")
+    try:
+        inventory = policy_inventory(probed.facts, probed.available, ctx.settings.accelerator)
+    except ValueError as exc:  # no node with the fleet's accelerator kind
+        return PreflightResult(model_dir, (f"inventory: {exc}",))
+    if dry_run:
+        disk_problems = _dry_run_disk(ctx, op, config, probed)
+        if disk_problems:
+            return PreflightResult(model_dir, tuple(disk_problems))
+    return Staged(model_dir, inventory)
+
+
+Verdict = Decision | str
+"""The policy's decision, or why it could not decide (an unsupported architecture, an
+invalid config)."""
+
+
+def verdict(
+    config: ModelDeploymentConfig, staged: Staged, *, freed: Mapping[str, int] | None
+) -> Verdict:
+    """The policy on the staged inventory counting `freed` as free (reads the staged model's
+    config and weight index once)."""
+    try:
+        return decide(staged.model_dir, config, staged.inventory, freed=freed)
+    except ValueError as exc:
+        return str(exc)
+
+
+def refusals(judged: Verdict) -> tuple[str, ...]:
+    """Why `judged` refuses; empty when admitted."""
+    if isinstance(judged, str):
+        return (judged,)
+    if judged.admitted:
+        return ()
+    return _reasons(judged.reasons, judged.candidates[0] if judged.candidates else None)
+
+
+def admission(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    config: ModelDeploymentConfig,
+    staged: Staged,
+    *,
+    freed: Mapping[str, int] | None,
+) -> tuple[str, ...]:
+    """Why the policy refuses `config` counting `freed` as free (empty when admitted),
+    recorded as the operation's decision."""
+    return record_admission(ctx, op, config, staged, verdict(config, staged, freed=freed))
+
+
+def record_admission(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    config: ModelDeploymentConfig,
+    staged: Staged,
+    judged: Verdict,
+) -> tuple[str, ...]:
+    """`judged` as the operation's decision (metrics, details, progress); its refusals."""
+    if isinstance(judged, str):
+        ctx.metrics.admission(False, ["unsupported_model"])
+        return (judged,)
+    decision = judged
+    candidate = decision.candidates[0] if decision.candidates else None
+    codes = [r.code for r in decision.reasons]
+    if not codes and candidate is not None and not decision.admitted:
+        codes = [r.code for r in candidate.reasons]
+    ctx.metrics.admission(decision.admitted, [] if decision.admitted else codes)
+    op.details.admission = AdmissionSummary(
+        admitted=decision.admitted,
+        reasons=[str(r) for r in decision.reasons],
+        layout=str(config.layout),
+        candidate_reasons=[str(r) for r in candidate.reasons] if candidate else [],
+    )
+    if not decision.admitted:
+        return refusals(decision)
+    nodes = len(staged.inventory.nodes)
+    op.note(f"admitted {config.name} as {config.layout} ({nodes} nodes)")
+    return ()
+
+
+def _reasons(decision_reasons: Sequence[Reason], candidate: Candidate | None) -> tuple[str, ...]:
+    # The decision's reasons summarise the candidates (one per code); fall back to the
+    # candidate's own when the decision gives none.
+    reasons = [str(r) for r in decision_reasons]
+    if not reasons and candidate is not None:
+        reasons = [str(r) for r in candidate.reasons]
+    return tuple(reasons or ["the admission policy found no usable layout"])
+
+
+def _dry_run_disk(
+    ctx: FleetContext, op: OperationRecorder, config: ModelDeploymentConfig, probed: ProbedCluster
+) -> list[str]:
+    """Report the weights' real size and each node's disk verdict; the problems (nodes
+    where staging would refuse) make the dry run a rejection, as the real run would be."""
+    try:
+        report = ctx.ports.nodes.weights_report(config.source, probed)
+    except Exception as exc:
+        return [f"cannot size {config.source}: {exc}"]
+    op.details.weights = report.to_json()
+    op.note(
+        f"weights of {config.source}: {report.weight_bytes / 2**30:.2f} GiB in "
+        f"{report.files} files ({report.total_bytes / 2**30:.2f} GiB in all)"
+    )
+    for verdict in report.verdicts:
+        op.note(f"disk: {verdict.describe()}")
+    return [f"disk_insufficient: {v.describe()}" for v in report.verdicts if not v.fits]

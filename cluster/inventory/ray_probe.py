@@ -1,0 +1,71 @@
+"""Ray wiring: one probe task pinned to every alive node, results gathered in node order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cluster.inventory.local_probe import probe_this_node
+from cluster.inventory.node_roles import cache_dir_for, identity_of
+from cluster.inventory.overrides import InventoryConfig, apply_overrides, unmatched
+from cluster.inventory.records import NodeProbe, ProbedCluster
+from serve_apps.internals import available_resources_per_node
+
+
+def build_probe_task() -> Any:
+    """`probe_this_node` as a Ray task: no CPU (it must run even on a full node), no retry."""
+    import ray
+
+    function: Callable[..., NodeProbe] = probe_this_node
+    return ray.remote(num_cpus=0, max_retries=0)(function)
+
+
+def probe_cluster(
+    cache_dir: Path,
+    config: InventoryConfig,
+    *,
+    standin_resource: str | None,
+    standin_memory_gib: float,
+) -> ProbedCluster:
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes: list[dict[str, Any]] = [n for n in ray.nodes() if n["Alive"]]  # type: ignore[no-untyped-call]
+    task = build_probe_task()
+    pending = []
+    for node in sorted(nodes, key=lambda n: str(n["NodeID"])):
+        resources = node.get("Resources", {})
+        identity = identity_of(node)
+        slots = int(resources.get(standin_resource, 0)) if standin_resource else 0
+        kinds = [
+            k.removeprefix("accelerator_type:")
+            for k in resources
+            if k.startswith("accelerator_type:")
+        ]
+        ref = task.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+        ).remote(
+            node_id=identity.node_id,
+            node_ip=identity.node_ip,
+            cache_dir=str(cache_dir_for(identity, config.overrides, cache_dir)),
+            standin_slots=slots,
+            labels=identity.labels,
+            ray_gpus=int(resources.get("GPU", 0)),
+            ray_gpu_kind=kinds[0] if kinds else None,
+        )
+        pending.append((node, ref))
+    probes: list[NodeProbe] = []
+    problems: list[str] = []
+    for node, ref in pending:
+        try:
+            probes.append(ray.get(ref, timeout=config.probe_timeout_s))
+        except Exception as exc:
+            # A node that cannot answer is left out of admission rather than guessed at.
+            problems.append(f"node {node['NodeID'][:12]}: probe failed: {exc}".splitlines()[0])
+    problems += [f"override {s} matches no node" for s in unmatched(config.overrides, probes)]
+    facts = tuple(
+        apply_overrides(p, config.overrides, standin_memory_gib=standin_memory_gib) for p in probes
+    )
+    available = available_resources_per_node()
+    return ProbedCluster(facts=facts, available=dict(available), problems=tuple(problems))

@@ -1,0 +1,75 @@
+"""Can a replica's placement group be placed on the cluster as it is now?
+
+Asked before anything is deployed: Ray would otherwise keep an infeasible placement group
+pending forever and the model would sit in LOADING. Pure: takes each node's available
+resources (from `ray.available_resources_per_node()` or a probe) and answers with a reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from serve_apps.engine.placement_bundles import PlacementSpec
+
+NodeResources = Mapping[str, float]
+
+
+def _fits(bundle: Mapping[str, float], free: Mapping[str, float]) -> bool:
+    return all(free.get(key, 0.0) + 1e-9 >= amount for key, amount in bundle.items())
+
+
+def _take(bundle: Mapping[str, float], free: dict[str, float]) -> None:
+    for key, amount in bundle.items():
+        free[key] = free.get(key, 0.0) - amount
+
+
+def placement_problem(
+    spec: PlacementSpec, nodes: Sequence[NodeResources], *, replicas: int = 1
+) -> str | None:
+    """None if `replicas` copies of `spec` can be placed now, else why not (one line)."""
+    free = [dict(n) for n in nodes]
+    for replica in range(replicas):
+        if spec.strategy == "STRICT_PACK":
+            host = next((i for i, f in enumerate(free) if _fits_all(spec.bundles, f)), None)
+            if host is None:
+                return _strict_pack_reason(spec, free, replica)
+            for bundle in spec.bundles:
+                _take(bundle, free[host])
+            continue
+        for index, bundle in enumerate(spec.bundles):
+            host = next((i for i, f in enumerate(free) if _fits(bundle, f)), None)
+            if host is None:
+                return (
+                    f"replica {replica + 1}: bundle {index + 1} of {len(spec.bundles)} "
+                    f"({_fmt(bundle)}) fits on no node"
+                )
+            _take(bundle, free[host])
+    return None
+
+
+def _fits_all(bundles: Sequence[Mapping[str, float]], free: Mapping[str, float]) -> bool:
+    scratch = dict(free)
+    for bundle in bundles:
+        if not _fits(bundle, scratch):
+            return False
+        _take(bundle, scratch)
+    return True
+
+
+def _strict_pack_reason(
+    spec: PlacementSpec, free: Sequence[Mapping[str, float]], replica: int
+) -> str:
+    need: dict[str, float] = {}
+    for bundle in spec.bundles:
+        for key, amount in bundle.items():
+            need[key] = need.get(key, 0.0) + amount
+    accel = next((k for k in need if k != "CPU"), "CPU")
+    best = max((f.get(accel, 0.0) for f in free), default=0.0)
+    return (
+        f"replica {replica + 1} needs {_fmt(need)} on one node (its tensor-parallel ranks "
+        f"must share a node), but the most free {accel} on any node is {best:g}"
+    )
+
+
+def _fmt(resources: Mapping[str, float]) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in sorted(resources.items()))

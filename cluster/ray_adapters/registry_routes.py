@@ -1,0 +1,45 @@
+"""`RoutePort` on the fleet registry actor (serve_apps/registry/registry_actor.py), called
+synchronously from the manager's threads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.model_state import ModelState
+from serve_apps.registry.routing_table import ModelRoute, RoutingTable
+
+
+class RegistryRoutes:
+    def __init__(self, registry: Any) -> None:
+        self._registry = registry
+
+    def _call(self, method: str, *args: Any) -> Any:
+        import ray
+
+        return ray.get(getattr(self._registry, method).remote(*args))
+
+    def routing_table(self) -> RoutingTable:
+        table: RoutingTable = self._call("table")
+        return table
+
+    def put_route(self, route: ModelRoute) -> None:
+        self._call("put_model", route)
+
+    def set_route_state(self, name: str, state: ModelState, error: str | None = None) -> None:
+        self._call("set_state", name, state, error)
+
+    def remove_route(self, name: str, replaced_by: str | None = None) -> None:
+        self._call("remove_model", name, replaced_by)
+
+    def set_alias(self, alias: str, name: str) -> None:
+        self._call("set_alias", alias, name)
+
+    def switch(self, route: ModelRoute, aliases: frozenset[str], replaced: str | None) -> None:
+        self._call("switch", route, aliases, replaced)
+
+    def set_held(self, aliases: frozenset[str], ends_at: float | None = None) -> None:
+        self._call("set_held", aliases, ends_at)
+
+    def in_flight(self, app: str, min_version: int) -> int | None:
+        count: int | None = self._call("in_flight", app, min_version)
+        return count

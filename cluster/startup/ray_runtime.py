@@ -1,0 +1,349 @@
+"""Connecting to a Ray cluster, or starting a local head when none is named.
+
+A local head is started with `ray start` (not `ray.init`) so it outlives the `switchyard
+up` process when `--detach` is used; a marker file records that Switchyard started it,
+so `switchyard down` stops only what `up` started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cluster.startup.ray_auth import apply_token_auth_default
+from cluster.startup.serve_tuning import with_serve_tuning
+
+if TYPE_CHECKING:
+    import psutil
+
+LOCAL_HEAD_MARKER = "local_head.json"
+
+
+class LocalHeadConfig(BaseModel):
+    """How `switchyard up` starts a single-machine Ray head."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    port: int = Field(6379, ge=1024, le=65535)
+    # Serve's controller, proxy, gateway and one replica per model each hold a logical CPU;
+    # a 2-core box must advertise more than it has or replicas are never scheduled.
+    num_cpus: int = Field(8, ge=1, le=1024)
+    standin_slots: int = Field(
+        4, ge=0, le=1024, description="CPU stand-in accelerator slots this head declares"
+    )
+    standin_resource: str = "accel_slot"
+    dashboard_host: str = "127.0.0.1"
+    dashboard_port: int = Field(8265, ge=1024, le=65535)
+    node_ip_address: str = "127.0.0.1"
+    dashboard_agent_port: int | None = Field(
+        None,
+        ge=1024,
+        le=65535,
+        description="job agent HTTP port; None picks a free one (Ray's default 52365 clashes "
+        "when two Ray clusters share a machine, and then `ray job submit` finds no agent)",
+    )
+    serve_tuning: bool = Field(
+        True,
+        description="start Ray with Switchyard's Ray Serve settings "
+        "(cluster/startup/serve_tuning.py); False keeps Ray's defaults (the benchmarks' "
+        "baseline for Ray Serve LLM)",
+    )
+
+
+@dataclass(frozen=True)
+class RayConnection:
+    address: str
+    started_local_head: bool
+    dashboard_url: str | None
+
+
+def _ray_cli() -> str:
+    beside = Path(sys.executable).with_name("ray")
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("ray")
+    if found is None:
+        raise RuntimeError("the `ray` command is not installed beside this Python")
+    return found
+
+
+def start_local_head(config: LocalHeadConfig, state_dir: Path) -> RayConnection:
+    """Start a Ray head on this machine (idempotent: reuses one Switchyard started).
+
+    The head runs with Ray's token authentication (`RAY_AUTH_MODE=token`, the token in
+    ~/.ray/auth_token), so only local users holding the token can drive it.
+    """
+    marker = state_dir / LOCAL_HEAD_MARKER
+    address = f"{config.node_ip_address}:{config.port}"
+    dashboard_url = f"http://{config.dashboard_host}:{config.dashboard_port}"
+    enable_token_auth()
+    if marker.exists() and _head_alive(address):
+        return RayConnection(address, started_local_head=True, dashboard_url=dashboard_url)
+    resources = {config.standin_resource: config.standin_slots} if config.standin_slots else {}
+    command = [
+        _ray_cli(),
+        "start",
+        "--head",
+        f"--port={config.port}",
+        f"--node-ip-address={config.node_ip_address}",
+        f"--num-cpus={config.num_cpus}",
+        f"--resources={json.dumps(resources)}",
+        "--include-dashboard=true",
+        f"--dashboard-host={config.dashboard_host}",
+        f"--dashboard-port={config.dashboard_port}",
+        f"--dashboard-agent-listen-port={config.dashboard_agent_port or _free_port()}",
+        "--disable-usage-stats",
+    ]
+    # Jobs (`ray job submit -- switchyard ...`) inherit the head's environment: put this
+    # installation's scripts first on PATH so `switchyard` resolves to the same install.
+    env = with_serve_tuning(os.environ) if config.serve_tuning else dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    except KeyboardInterrupt:
+        # `ray start` may have launched the head's daemons already: record their session so
+        # `down` (run by the interrupted `up`) finds and stops them.
+        if _session_dir_of_head(config.port) is not None:
+            _record_head(state_dir, marker, address, dashboard_url, config.port)
+        raise
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
+        raise RuntimeError("`ray start --head` failed: " + " | ".join(tail))
+    _record_head(state_dir, marker, address, dashboard_url, config.port)
+    return RayConnection(address, started_local_head=True, dashboard_url=dashboard_url)
+
+
+def _record_head(
+    state_dir: Path, marker: Path, address: str, dashboard_url: str, port: int
+) -> None:
+    session_dir = _session_dir_of_head(port)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    record = {"address": address, "dashboard_url": dashboard_url, "session_dir": session_dir}
+    marker.write_text(json.dumps(record))
+
+
+def enable_token_auth() -> None:
+    """Use Ray token auth for clusters Switchyard starts, generating the token once."""
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    if os.environ["RAY_AUTH_MODE"] == "token":
+        subprocess.run(
+            [_ray_cli(), "get-auth-token", "--generate"],
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _head_alive(address: str) -> bool:
+    result = subprocess.run(
+        [_ray_cli(), "status", f"--address={address}"],
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    return result.returncode == 0
+
+
+def _session_dir_of_head(port: int) -> str | None:
+    """The session directory of the head whose GCS listens on `port` (from its command line)."""
+    import psutil
+
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if any(arg == f"--gcs_server_port={port}" for arg in cmdline):
+            for arg in cmdline:
+                if arg.startswith("--log_dir="):
+                    return str(Path(arg.removeprefix("--log_dir=")).parent)
+    return None
+
+
+def local_head_processes(state_dir: Path) -> list[psutil.Process]:
+    """Every process of the head `up` started here: those naming its session directory
+    (head daemons, workers) and their children (replicas, vLLM engine processes); [] when
+    Switchyard started no head. Found by session, never by name, so other Ray clusters on
+    the machine are never touched."""
+    import psutil
+
+    marker = state_dir / LOCAL_HEAD_MARKER
+    if not marker.exists():
+        return []
+    session_dir = json.loads(marker.read_text()).get("session_dir")
+    if not session_dir:
+        return []
+    found: dict[int, psutil.Process] = {}
+    for root in psutil.process_iter(["cmdline"]):
+        if any(session_dir in arg for arg in (root.info.get("cmdline") or [])):
+            found[root.pid] = root
+            try:
+                for child in root.children(recursive=True):
+                    found[child.pid] = child
+            except psutil.NoSuchProcess:
+                continue
+    return list(found.values())
+
+
+@dataclass(frozen=True)
+class LocalHeadState:
+    """What is left of the head `up` started here, read from its processes (no Ray call,
+    so it answers at once whatever state the head is in)."""
+
+    recorded: bool
+    """`up` recorded a head it started (the marker file exists)."""
+    session_dir: str | None
+    processes: int
+    gcs_alive: bool
+    raylet_alive: bool
+
+    def describe(self) -> str:
+        if not self.recorded:
+            return "no local Ray head was started here"
+        if self.processes == 0:
+            return "the local Ray head is already gone (no process of its session runs)"
+        if self.gcs_alive and self.raylet_alive:
+            return f"the local Ray head is running ({self.processes} processes)"
+        parts = [
+            "GCS running" if self.gcs_alive else "GCS gone",
+            "raylet running" if self.raylet_alive else "raylet gone",
+        ]
+        return f"the local Ray head is half dead ({', '.join(parts)}; {self.processes} processes)"
+
+
+def local_head_state(state_dir: Path) -> LocalHeadState:
+    marker = state_dir / LOCAL_HEAD_MARKER
+    if not marker.exists():
+        return LocalHeadState(False, None, 0, gcs_alive=False, raylet_alive=False)
+    session_dir = json.loads(marker.read_text()).get("session_dir")
+    names = set()
+    procs = local_head_processes(state_dir)
+    for proc in procs:
+        with contextlib.suppress(Exception):
+            names.add(proc.name())
+    return LocalHeadState(
+        True,
+        session_dir,
+        len(procs),
+        gcs_alive="gcs_server" in names,
+        raylet_alive="raylet" in names,
+    )
+
+
+def gcs_reachable(address: str, timeout_s: float = 1.0) -> bool:
+    """Whether something accepts connections on the cluster address (a GCS that is gone
+    refuses at once; no Ray call, so it never blocks past `timeout_s`)."""
+    import socket
+
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def gcs_gone_within(address: str, wait_s: float, *, poll_s: float = 0.5) -> bool:
+    """Whether the cluster at `address` stops accepting connections within `wait_s`: a Ray
+    call that failed because the cluster was being stopped (`down` from another terminal
+    stops the actors first, the GCS a moment later) is told from any other failure."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while gcs_reachable(address):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
+    return True
+
+
+def stop_local_head(state_dir: Path, *, grace_s: float = 15.0) -> bool:
+    """Stop the head `up` started; False if Switchyard did not start one.
+
+    Not `ray stop`: that kills every Ray cluster on the machine. We stop only the
+    processes of our head's session (found by its session directory) and their children
+    (workers, replicas and vLLM engine processes).
+    """
+
+    marker = state_dir / LOCAL_HEAD_MARKER
+    if not marker.exists():
+        return False
+    procs = local_head_processes(state_dir)
+    # Two waves: the GCS outlives its raylets and workers by waiting for them (terminated
+    # together, it lingers past the grace), and the autoscaler monitor ignores SIGTERM; both
+    # hold no state a local head needs, so they get a short grace once the others are gone.
+    last = [p for p in procs if _is_gcs_or_monitor(p)]
+    _terminate(procs=[p for p in procs if p not in last], grace_s=grace_s)
+    _terminate(procs=last, grace_s=_LAST_WAVE_GRACE_S)
+    marker.unlink(missing_ok=True)
+    return True
+
+
+_LAST_WAVE_GRACE_S = 3.0
+
+
+def _is_gcs_or_monitor(proc: psutil.Process) -> bool:
+    import psutil
+
+    try:
+        return proc.name() == "gcs_server" or any("monitor.py" in a for a in proc.cmdline())
+    except psutil.Error:
+        return False
+
+
+def _terminate(*, procs: list[psutil.Process], grace_s: float) -> None:
+    """SIGTERM, then SIGKILL whatever is left after `grace_s`."""
+    import psutil
+
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.terminate()
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for proc in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=5)
+
+
+def disconnect() -> None:
+    """Detach this process from the cluster (what it started keeps running)."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def connect(address: str) -> None:
+    """Attach this process to the cluster as a driver in Switchyard's namespace.
+
+    Call it before anything imports `ray`: Ray reads RAY_AUTH_MODE once, at import.
+    """
+    apply_token_auth_default()
+    import ray
+
+    from serve_apps.registry.registry_actor import SWITCHYARD_NAMESPACE
+
+    if ray.is_initialized():
+        return
+    ray.init(
+        address=address,
+        namespace=SWITCHYARD_NAMESPACE,
+        logging_level=logging.WARNING,
+        log_to_driver=False,
+    )

@@ -1,0 +1,394 @@
+"""Every private API of another package that Switchyard relies on, in one module, each with
+its reason: Ray and Ray Serve, Ray Serve LLM, uvicorn and vLLM.
+
+These packages have no public API for these needs. Keeping them here means an upgrade is
+checked in one place: `missing_internals()` lists what the installed packages lack, and
+tests/unit/test_internals.py fails naming each one. This is why pyproject.toml pins Ray to
+one minor release (2.60.x): a new minor may move any of these.
+
+Both planes use this module, so it sits in the data plane (`serve_apps/`), the lowest layer
+that may import Ray; it imports nothing of the project's, and tests/unit/test_layers.py
+enforces that no other module reaches a private API.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+"""An ASGI `send` (the gateway's own alias, `serve_apps/gateway/guard.py`, is the same type)."""
+
+# --- Ray and Ray Serve
+
+HEAD_NODE_RESOURCE: Final = "node:__internal_head__"
+"""Ray's implicit resource of the head node. Actors that keep state on the head's disk or
+memory (manager, registry) and listeners on the head's address (gateway) are pinned with it;
+Ray offers no public "run on the head node" option."""
+
+SERVE_REPLICA_PREFIX: Final = "SERVE_REPLICA::"
+"""Serve names a replica's placement group `SERVE_REPLICA::<app>#<deployment>#<id>`
+(`ReplicaID.to_full_id_str`); the only way to tell which app holds which accelerators."""
+
+
+def head_node_resources() -> dict[str, float]:
+    """Actor resources that place it on the head node (a tiny share, never exhausted)."""
+    return {HEAD_NODE_RESOURCE: 0.001}
+
+
+def is_head_node(node: Mapping[str, Any]) -> bool:
+    """Whether an entry of `ray.nodes()` is the head node."""
+    return HEAD_NODE_RESOURCE in (node.get("Resources") or {})
+
+
+def app_of_placement_group(name: str) -> str | None:
+    """The Serve application whose replica owns a placement group named `name`."""
+    if not name.startswith(SERVE_REPLICA_PREFIX):
+        return None
+    app, _, rest = name.removeprefix(SERVE_REPLICA_PREFIX).partition("#")
+    return app if rest else None
+
+
+def replica_actor_class_name(app: str, deployment: str) -> str:
+    """The class name Serve gives a deployment's replica actors
+    (`DeploymentID.to_replica_actor_class_name`): how the state API finds them."""
+    return f"ServeReplica:{app}:{deployment}"
+
+
+def available_resources_per_node() -> dict[str, dict[str, float]]:
+    """Ray's unclaimed resources per node id. Public Ray gives only the cluster-wide sum
+    (`ray.available_resources()`); admission and placement need them per node."""
+    from ray._private.state import available_resources_per_node as per_node
+
+    found: dict[str, dict[str, float]] = per_node()  # type: ignore[no-untyped-call]
+    return {str(node): dict(resources) for node, resources in found.items()}
+
+
+def running_replicas_in(deployment_status: Any) -> int:
+    """RUNNING replicas of one `DeploymentStatusOverview` (`serve.status()`): its
+    `replica_states` is keyed by Serve's private ReplicaState enum."""
+    from ray.serve._private.common import ReplicaState
+
+    states: Mapping[Any, int] = deployment_status.replica_states
+    return int(states.get(ReplicaState.RUNNING, 0))
+
+
+def serve_controller() -> Any:
+    """Serve's controller actor, found by its private name and namespace."""
+    import ray
+    from ray.serve._private.constants import SERVE_CONTROLLER_NAME, SERVE_NAMESPACE
+
+    return ray.get_actor(SERVE_CONTROLLER_NAME, namespace=SERVE_NAMESPACE)
+
+
+async def running_replicas_by_app(controller: Any) -> dict[str, int]:
+    """Serve app -> RUNNING replicas, from the controller's own running-replica table.
+
+    `serve.status()` builds the whole instance description; at one poll a second it cost a
+    busy gateway a third of its CPU. The table is what Serve's routers read; AttributeError
+    when this Ray's controller lacks it (callers fall back to `serve.status()`)."""
+    by_deployment: Mapping[Any, list[Any]] = await controller._all_running_replicas.remote()
+    running: dict[str, int] = {}
+    for deployment_id, replicas in by_deployment.items():
+        running[deployment_id.app_name] = running.get(deployment_id.app_name, 0) + len(replicas)
+    return running
+
+
+def llm_server_health_check_period_s(server: Any, default_s: float = 10.0) -> float:
+    """The health-check period an `LLMServer` replica was deployed with: Ray Serve LLM keeps
+    its LLMConfig only in a private attribute."""
+    config = server._llm_config.deployment_config
+    return float(config.get("health_check_period_s", default_s))
+
+
+def llm_server_load_from(server: Any, model_dir: str) -> None:
+    """Point an `LLMServer` that has not started its engine at `model_dir` (this node's copy
+    of the weights). Its LLMConfig caches the engine config it derived from the old path in
+    a private attribute (built on the driver, then pickled along), so that cache is reset."""
+    config = server._llm_config
+    config.model_loading_config.model_source = model_dir
+    config._engine_config = None
+
+
+async def llm_server_asgi_app(server: Any) -> Any:
+    """vLLM's OpenAI ASGI app over an `LLMServer`'s running engine (what `vllm serve`
+    runs). Ray Serve LLM's engine wrapper builds it; it is not part of its public API."""
+    engine = server.engine
+    if engine is None:
+        raise RuntimeError("the LLMServer's engine has not started")
+    return await engine.build_asgi_app()
+
+
+def llm_server_engine_client(server: Any) -> Any:
+    """The vLLM `AsyncLLM` inside an `LLMServer`'s running engine: Ray Serve LLM's engine
+    wrapper keeps it in a private attribute. The replica asks it whether any request is in
+    flight (`engine_idle_gauges.py`)."""
+    engine = server.engine
+    client = getattr(engine, "_engine_client", None)
+    if client is None:
+        raise RuntimeError("the LLMServer's engine has not started")
+    return client
+
+
+def metrics_report_interval_s() -> float:
+    """How often a Ray worker exports its metrics to the node's agent. Ray floors the
+    interval at 1 s (`SetReportInterval` in src/ray/stats/stats.h); only its private config
+    object reads the value the cluster was started with."""
+    import ray
+
+    return max(float(ray._config.metrics_report_interval_ms()), 1000.0) / 1000.0
+
+
+# --- uvicorn
+#
+# A relayed token is one HTTP chunk. Through ASGI each costs a message dict, an awaited `send`
+# and its flow-control checks; `ChunkWriter` frames the chunk as uvicorn's own `send` does
+# (`httptools_impl.RequestResponseCycle.send`: `%x CRLF body CRLF`) and writes it to the
+# client's transport from inside the engine connection's read. The response's start and end
+# still go through `send`, so uvicorn's state (keep-alive, completion) stays its own. Anything
+# else (the h11 implementation, HTTP/1.0 without chunking, another ASGI server, a test client)
+# gets None, and the relay falls back to `send`.
+
+_UVICORN_CYCLE = "uvicorn.protocols.http.httptools_impl"
+_CYCLE_ATTRIBUTES = (
+    "transport",
+    "flow",
+    "disconnected",
+    "response_started",
+    "response_complete",
+    "chunked_encoding",
+    "scope",
+)
+"""The private attributes of uvicorn's `RequestResponseCycle` that `ChunkWriter` reads."""
+
+
+class ChunkWriter:
+    """Writes body chunks of a started, chunked uvicorn response straight to its socket."""
+
+    def __init__(self, cycle: Any) -> None:
+        self._cycle = cycle
+        self._transport = cycle.transport
+        self._flow = cycle.flow
+
+    def write(self, data: bytes) -> None:
+        if self._cycle.disconnected or self._transport.is_closing():
+            return  # the client left; the relay hears it from `receive`
+        self._transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+
+    @property
+    def paused(self) -> bool:
+        """The client reads slower than the engine writes: the socket's buffer is full."""
+        return bool(self._flow.write_paused) and not self._cycle.disconnected
+
+    async def drained(self) -> None:
+        await self._flow.drain()
+
+
+def chunk_writer(send: Send) -> ChunkWriter | None:
+    """A `ChunkWriter` for the response `send` belongs to, if uvicorn's httptools server
+    sends it chunked and has sent its headers; else None."""
+    cycle = getattr(send, "__self__", None)
+    if cycle is None:
+        return None
+    try:
+        from uvicorn.protocols.http.httptools_impl import RequestResponseCycle
+    except ImportError:  # uvicorn without httptools
+        return None
+    if type(cycle) is not RequestResponseCycle:
+        return None
+    if not cycle.response_started or cycle.response_complete or cycle.chunked_encoding is not True:
+        return None
+    if cycle.scope.get("method") == "HEAD":
+        return None
+    return ChunkWriter(cycle)
+
+
+# --- vLLM
+
+_VLLM_PARSER_REGISTRIES: Final = {
+    "tool": ("tool_parsers", "_TOOL_PARSERS_TO_REGISTER"),
+    "reasoning": ("reasoning", "_REASONING_PARSERS_TO_REGISTER"),
+}
+"""vLLM registers its built-in parsers lazily from two private dicts (name -> module)."""
+
+
+def vllm_parser_names(kind: Literal["tool", "reasoning"]) -> frozenset[str] | None:
+    """The built-in tool-call or reasoning parser names of the installed vLLM, read from its
+    registry's source without importing it (an import costs 10-15 s on two cores); None
+    when vLLM is not installed or the registry is not where this expects it."""
+    module, var = _VLLM_PARSER_REGISTRIES[kind]
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    source = Path(next(iter(spec.submodule_search_locations))) / module / "__init__.py"
+    if not source.is_file():
+        return None
+    for node in ast.parse(source.read_text(encoding="utf-8")).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and node.targets else None
+        if isinstance(target, ast.Name) and target.id == var:
+            assert isinstance(node, ast.Assign)
+            return frozenset(ast.literal_eval(node.value))
+    return None
+
+
+# --- The self-check
+
+
+@dataclass(frozen=True)
+class _Requirement:
+    what: str
+    check: Callable[[], bool]
+
+
+def _has(module: str, *attributes: str) -> Callable[[], bool]:
+    def check() -> bool:
+        try:
+            found: Any = importlib.import_module(module)
+        except ImportError:
+            return False
+        for attribute in attributes:
+            if not hasattr(found, attribute):
+                return False
+            found = getattr(found, attribute)
+        return True
+
+    return check
+
+
+def _has_replica_state_running() -> bool:
+    return _has("ray.serve._private.common", "ReplicaState", "RUNNING")()
+
+
+def _controller_has_running_table() -> bool:
+    return _has("ray.serve._private.controller", "ServeController", "_all_running_replicas")()
+
+
+def _llm_server_keeps_config() -> bool:
+    import inspect
+
+    module = "ray.llm._internal.serve.core.server.llm_server"
+    if not _has(module, "LLMServer", "_init_shared")():
+        return False
+    source = inspect.getsource(importlib.import_module(module).LLMServer._init_shared)
+    return "self._llm_config" in source
+
+
+def _llm_config_caches_engine_config() -> bool:
+    from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
+
+    return "_engine_config" in LLMConfig.__private_attributes__
+
+
+def _engine_builds_asgi_app() -> bool:
+    return _has(
+        "ray.llm._internal.serve.engines.vllm.vllm_engine", "VLLMEngine", "build_asgi_app"
+    )()
+
+
+def _engine_keeps_client() -> bool:
+    import inspect
+
+    if not _has("ray.llm._internal.serve.engines.vllm.vllm_engine", "VLLMEngine")():
+        return False
+    from ray.llm._internal.serve.engines.vllm.vllm_engine import VLLMEngine
+
+    return "self._engine_client" in inspect.getsource(VLLMEngine)
+
+
+def _ray_config_has_report_interval() -> bool:
+    return _has("ray", "_config")() and hasattr(
+        importlib.import_module("ray")._config, "metrics_report_interval_ms"
+    )
+
+
+def _head_resource_name() -> bool:
+    if not _has("ray._common.constants", "HEAD_NODE_RESOURCE_NAME")():
+        return False
+    from ray._common.constants import HEAD_NODE_RESOURCE_NAME
+
+    return bool(HEAD_NODE_RESOURCE_NAME == HEAD_NODE_RESOURCE)
+
+
+def _replica_class_name_format() -> bool:
+    if not _has("ray.serve._private.common", "DeploymentID", "to_replica_actor_class_name")():
+        return False
+    from ray.serve._private.common import DeploymentID
+
+    name = DeploymentID(name="d", app_name="a").to_replica_actor_class_name()  # type: ignore[no-untyped-call]
+    return bool(name == replica_actor_class_name("a", "d"))
+
+
+def _replica_id_format() -> bool:
+    if not _has("ray.serve._private.common", "ReplicaID", "to_full_id_str")():
+        return False
+    from ray.serve._private.common import DeploymentID, ReplicaID
+
+    full = ReplicaID("r1", DeploymentID(name="d", app_name="a")).to_full_id_str()
+    return full == f"{SERVE_REPLICA_PREFIX}a#d#r1"
+
+
+def _uvicorn_cycle_has_attributes() -> bool:
+    import inspect
+
+    if not _has(_UVICORN_CYCLE, "RequestResponseCycle")():
+        return False
+    cycle = importlib.import_module(_UVICORN_CYCLE).RequestResponseCycle
+    source = inspect.getsource(cycle)
+    return all(f"self.{name}" in source for name in _CYCLE_ATTRIBUTES)
+
+
+def _vllm_registries_readable() -> bool:
+    return all(vllm_parser_names(kind) for kind in ("tool", "reasoning"))
+
+
+REQUIREMENTS: Final[tuple[_Requirement, ...]] = (
+    _Requirement(f"the head node's resource {HEAD_NODE_RESOURCE!r}", _head_resource_name),
+    _Requirement(
+        "ray._private.state.available_resources_per_node",
+        _has("ray._private.state", "available_resources_per_node"),
+    ),
+    _Requirement("ray.serve._private.common.ReplicaState.RUNNING", _has_replica_state_running),
+    _Requirement(
+        "ray.serve._private.constants.SERVE_CONTROLLER_NAME / SERVE_NAMESPACE",
+        _has("ray.serve._private.constants", "SERVE_CONTROLLER_NAME", "upper"),
+    ),
+    _Requirement(
+        "ServeController._all_running_replicas (the running-replica table)",
+        _controller_has_running_table,
+    ),
+    _Requirement("LLMServer._llm_config (set in LLMServer._init_shared)", _llm_server_keeps_config),
+    _Requirement(
+        "LLMConfig._engine_config (its cached engine config)", _llm_config_caches_engine_config
+    ),
+    _Requirement("VLLMEngine.build_asgi_app", _engine_builds_asgi_app),
+    _Requirement("VLLMEngine._engine_client (the vLLM AsyncLLM)", _engine_keeps_client),
+    _Requirement("ray._config.metrics_report_interval_ms", _ray_config_has_report_interval),
+    _Requirement(
+        "Serve replica placement groups named SERVE_REPLICA::<app>#<deployment>#<id>",
+        _replica_id_format,
+    ),
+    _Requirement(
+        "Serve replica actors of class ServeReplica:<app>:<deployment>",
+        _replica_class_name_format,
+    ),
+    _Requirement(
+        f"uvicorn's httptools RequestResponseCycle with {', '.join(_CYCLE_ATTRIBUTES)}",
+        _uvicorn_cycle_has_attributes,
+    ),
+    _Requirement(
+        "vLLM's parser registries "
+        + " and ".join(var for _, var in _VLLM_PARSER_REGISTRIES.values()),
+        _vllm_registries_readable,
+    ),
+)
+
+
+def missing_internals() -> list[str]:
+    """What the installed packages lack of the private APIs above (empty when all are
+    there)."""
+    return [r.what for r in REQUIREMENTS if not r.check()]

@@ -1,0 +1,1 @@
+"""Tenants at the gateway: who may call which model, quotas, and the cluster-wide usage tally."""

@@ -1,0 +1,152 @@
+"""Placement groups from a layout, and whether they can be placed on the cluster now."""
+
+from __future__ import annotations
+
+import pytest
+
+from cluster.ray_adapters.placement_check import placement_problem
+from domain.deployment_config import AcceleratorConfig, LayoutConfig
+from serve_apps.engine.placement_bundles import PlacementSpec, placement_for
+
+GPU = AcceleratorConfig(kind="gpu")
+CPU = AcceleratorConfig(kind="cpu")
+
+
+def _gpu_spec(tp: int, pp: int = 1, *, across: bool = False) -> PlacementSpec:
+    return placement_for(LayoutConfig(tp=tp, pp=pp), GPU, pp_across_nodes=across)
+
+
+def _gpus(*free: float) -> list[dict[str, float]]:
+    return [{"CPU": 32.0, "GPU": n} for n in free]
+
+
+# ---------------------------------------------------------------- placement_for
+
+
+def test_gpu_bundles_are_one_gpu_per_rank_strictly_packed() -> None:
+    spec = _gpu_spec(4)
+    assert spec.bundles == ({"GPU": 1.0},) * 4
+    assert spec.strategy == "STRICT_PACK"
+
+
+def test_gpu_bundles_count_tp_times_pp() -> None:
+    assert len(_gpu_spec(2, 3).bundles) == 6
+
+
+def test_cpu_standin_bundles_take_a_cpu_and_the_custom_resource() -> None:
+    spec = placement_for(LayoutConfig(tp=2), CPU)
+    assert spec.bundles == ({"CPU": 1.0, "accel_slot": 1.0},) * 2
+    assert spec.strategy == "STRICT_PACK"
+
+
+def test_cpu_standin_resource_name_is_configurable_or_absent() -> None:
+    named = AcceleratorConfig(kind="cpu", standin_resource="fake_gpu")
+    assert placement_for(LayoutConfig(), named).bundles == ({"CPU": 1.0, "fake_gpu": 1.0},)
+    bare = AcceleratorConfig(kind="cpu", standin_resource=None)
+    assert placement_for(LayoutConfig(), bare).bundles == ({"CPU": 1.0},)
+
+
+def test_pp_planned_across_nodes_uses_pack() -> None:
+    assert _gpu_spec(4, 2, across=True).strategy == "PACK"
+
+
+def test_pp_not_planned_across_nodes_stays_strict_pack() -> None:
+    assert _gpu_spec(4, 2).strategy == "STRICT_PACK"
+
+
+def test_across_nodes_without_pp_stays_strict_pack() -> None:
+    assert _gpu_spec(4, 1, across=True).strategy == "STRICT_PACK"
+
+
+def test_ray_serve_llm_form_is_a_fresh_copy() -> None:
+    spec = _gpu_spec(2)
+    form = spec.as_ray_serve_llm()
+    assert form == {"bundles": [{"GPU": 1.0}, {"GPU": 1.0}], "strategy": "STRICT_PACK"}
+    form["bundles"][0]["GPU"] = 9.0  # type: ignore[index]
+    assert spec.bundles[0] == {"GPU": 1.0}
+
+
+def test_bundles_are_independent_dicts() -> None:
+    spec = _gpu_spec(2)
+    assert spec.bundles[0] is not spec.bundles[1]
+
+
+# ---------------------------------------------------------------- placement_problem
+
+
+def test_tp4_fits_a_node_with_four_free_gpus() -> None:
+    assert placement_problem(_gpu_spec(4), _gpus(4)) is None
+
+
+def test_tp4_skips_a_full_node_for_one_with_room() -> None:
+    assert placement_problem(_gpu_spec(4), _gpus(2, 4)) is None
+
+
+def test_tp8_on_two_four_gpu_nodes_is_refused_naming_the_need() -> None:
+    problem = placement_problem(_gpu_spec(8), _gpus(4, 4))
+    assert problem is not None
+    assert "replica 1 needs GPU=8 on one node" in problem
+    assert "the most free GPU on any node is 4" in problem
+
+
+def test_pack_spreads_bundles_across_nodes() -> None:
+    assert placement_problem(_gpu_spec(4, 2, across=True), _gpus(4, 4)) is None
+
+
+def test_pack_that_runs_out_names_the_bundle() -> None:
+    problem = placement_problem(_gpu_spec(4, 2, across=True), _gpus(4, 3))
+    assert problem == "replica 1: bundle 8 of 8 (GPU=1) fits on no node"
+
+
+def test_replicas_consume_capacity() -> None:
+    spec = _gpu_spec(4)
+    assert placement_problem(spec, _gpus(4), replicas=1) is None
+    problem = placement_problem(spec, _gpus(4), replicas=2)
+    assert problem is not None
+    assert problem.startswith("replica 2 needs GPU=4 on one node")
+    assert "the most free GPU on any node is 0" in problem
+    assert placement_problem(spec, _gpus(4, 4), replicas=2) is None
+    assert placement_problem(spec, _gpus(8), replicas=2) is None
+
+
+def test_pack_replicas_consume_capacity() -> None:
+    spec = _gpu_spec(2, 2, across=True)
+    assert placement_problem(spec, _gpus(3, 5), replicas=2) is None
+    problem = placement_problem(spec, _gpus(3, 4), replicas=2)
+    assert problem == "replica 2: bundle 4 of 4 (GPU=1) fits on no node"
+
+
+def test_the_nodes_given_are_not_modified() -> None:
+    nodes = _gpus(4, 4)
+    placement_problem(_gpu_spec(4), nodes, replicas=2)
+    assert nodes == _gpus(4, 4)
+
+
+def test_cpu_standin_is_refused_naming_the_standin_resource() -> None:
+    spec = placement_for(LayoutConfig(tp=4), CPU)
+    nodes = [{"CPU": 16.0, "accel_slot": 2.0}, {"CPU": 16.0, "accel_slot": 3.0}]
+    problem = placement_problem(spec, nodes)
+    assert problem is not None
+    assert "needs CPU=4, accel_slot=4 on one node" in problem
+    assert "the most free accel_slot on any node is 3" in problem
+    assert placement_problem(spec, [{"CPU": 4.0, "accel_slot": 4.0}]) is None
+
+
+def test_cpu_standin_also_needs_the_cpus() -> None:
+    spec = placement_for(LayoutConfig(tp=4), CPU)
+    assert placement_problem(spec, [{"CPU": 3.0, "accel_slot": 4.0}]) is not None
+
+
+def test_cpu_only_bundles_report_the_free_cpus() -> None:
+    spec = placement_for(LayoutConfig(tp=4), AcceleratorConfig(kind="cpu", standin_resource=None))
+    problem = placement_problem(spec, [{"CPU": 2.0}, {"CPU": 3.0}])
+    assert problem is not None
+    assert "needs CPU=4 on one node" in problem
+    assert "the most free CPU on any node is 3" in problem
+
+
+@pytest.mark.parametrize("nodes", [[], [{"CPU": 8.0}]])
+def test_no_gpu_anywhere_is_refused(nodes: list[dict[str, float]]) -> None:
+    problem = placement_problem(_gpu_spec(1), nodes)
+    assert problem is not None
+    assert "the most free GPU on any node is 0" in problem
