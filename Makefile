@@ -60,7 +60,7 @@ faults: setup
 
 # The long soak (10 minutes at concurrency 16 with a swap in the middle); CI runs a short one.
 soak: setup
-	$(BIN)/python benchmarks/soak.py --up --duration-s 600 --concurrency 16 --json benchmarks/results/soak.json
+	$(BIN)/python -m benchmarks run soak --up --duration-s 600 --concurrency 16 --json benchmarks/results/soak.json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

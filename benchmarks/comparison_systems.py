@@ -1,4 +1,4 @@
-"""The systems `serving_comparison.py` compares: how each is started, loaded and stopped.
+"""The systems the serving-comparison suite compares: how each is started, loaded and stopped.
 
 Each runner starts its system on free local ports, waits until it answers, runs the same
 sweep against it and stops it (with every process it spawned) before the next one starts,
@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from cpu_accounting import (
+
+from benchmarks.cpu_accounting import (
     Scope,
     cpu_by_role,
     cpu_seconds,
@@ -32,14 +33,12 @@ from cpu_accounting import (
     own_cpu_seconds,
     ray_session_scope,
 )
-
 from switchyard.bench.client import Endpoint
-from switchyard.bench.metrics import LevelMetrics
+from switchyard.bench.level_metrics import LevelMetrics
 from switchyard.bench.prompts import Prompt
 from switchyard.bench.request_record import RequestRecord
 from switchyard.bench.sweep import SweepPlan, run_sweep
 
-BENCH_DIR = Path(__file__).resolve().parent
 SYSTEMS = ("direct", "vllm-server", "ray-serve-llm", "switchyard")
 LABELS = {
     "direct": "vLLM AsyncLLM in-process (ceiling)",
@@ -217,7 +216,7 @@ def sweep_http(
 def run_direct(run: Run) -> dict[str, Any]:
     out = run.workdir / "direct.json"
     command = [
-        sys.executable, str(BENCH_DIR / "direct_engine.py"),
+        sys.executable, "-m", "benchmarks.direct_engine",
         "--model-dir", str(run.model_dir), "--name", run.name,
         "--prompts", str(run.workdir / "prompts.json"),
         "--output-len", str(run.args.output_len),
@@ -228,7 +227,7 @@ def run_direct(run: Run) -> dict[str, Any]:
     with process_group(command, run.workdir / "direct.log", engine_env()) as proc:
         proc.wait(timeout=run.args.system_timeout_s)
         if proc.returncode != 0:
-            raise RuntimeError(f"direct_engine.py exited {proc.returncode}; see direct.log")
+            raise RuntimeError(f"benchmarks.direct_engine exited {proc.returncode}; see direct.log")
     result: dict[str, Any] = json.loads(out.read_text())
     result["engine_config"] = engine_config_line([run.workdir / "direct.log"])
     return result
@@ -255,7 +254,7 @@ def run_vllm_server(run: Run) -> dict[str, Any]:
 
 
 def run_ray_serve_llm(run: Run) -> dict[str, Any]:
-    from cluster.ray_runtime import LocalHeadConfig, start_local_head, stop_local_head
+    from cluster.startup.ray_runtime import LocalHeadConfig, start_local_head, stop_local_head
 
     state = run.workdir / "ray-serve-llm"
     port = free_port()
@@ -267,7 +266,7 @@ def run_ray_serve_llm(run: Run) -> dict[str, Any]:
     connection = start_local_head(head, state)
     try:
         command = [
-            sys.executable, str(BENCH_DIR / "ray_serve_llm_app.py"),
+            sys.executable, "-m", "benchmarks.ray_serve_llm_app",
             "--address", connection.address, "--model-dir", str(run.model_dir),
             "--name", run.name, "--port", str(port),
         ]  # fmt: skip

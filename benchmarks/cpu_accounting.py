@@ -3,8 +3,8 @@ role (HTTP proxy, gateway replica, engine replica, vLLM engine core and worker, 
 measured from /proc through psutil before and after the level.
 
 On a 2-core machine every process of the serving path competes with the engine for the same
-cores, so these seconds explain most of the gap to the in-process engine. Used by
-benchmarks/serving_comparison.py with `--cpu-breakdown`.
+cores, so these seconds explain most of the gap to the in-process engine. Used by the
+serving-comparison suite (`--cpu-breakdown`) and the relay-capacity suite.
 """
 
 from __future__ import annotations

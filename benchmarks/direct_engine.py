@@ -1,12 +1,12 @@
 """The ceiling: vLLM's AsyncLLM called in-process, no HTTP, no proxy, no gateway.
 
-Run by benchmarks/serving_comparison.py in its own process (vLLM spawns its engine-core
+Run by the serving-comparison suite in its own process (vLLM spawns its engine-core
 worker, so the engine must be created under `__main__`). It sends the same prompts, with the
 same concurrency cap and the same `ignore_eos` lengths, and times every streamed delta the way
-the HTTP client times chunks, so `switchyard.bench.metrics` summarizes both alike. Prompts
+the HTTP client times chunks, so `switchyard.bench.level_metrics` summarizes both alike. Prompts
 go in as token ids (the servers tokenize the same text to the same ids).
 
-    python benchmarks/direct_engine.py --model-dir DIR --prompts prompts.json \
+    python -m benchmarks.direct_engine --model-dir DIR --prompts prompts.json \
         --output-len 64 --concurrency 1,32,128 --num-warmups 8 --out direct.json
 """
 
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from switchyard.bench.metrics import LevelMetrics, summarize
+from switchyard.bench.level_metrics import LevelMetrics, summarize
 from switchyard.bench.request_record import RequestRecord, failed_record
 
 

@@ -1,10 +1,10 @@
 """Deploy Ray Serve LLM's own OpenAI app (`build_openai_app`) for one model, then exit.
 
-Run by benchmarks/serving_comparison.py against a Ray head it started. Only what the CPU
+Run by the serving-comparison suite against a Ray head it started. Only what the CPU
 needs and what every compared engine shares is set (a one-CPU bundle, `enforce_eager`,
 VLLM_CPU_KVCACHE_SPACE=1); everything else is Ray Serve LLM's default, as a user gets it.
 
-    python benchmarks/ray_serve_llm_app.py --address 127.0.0.1:PORT --model-dir DIR \
+    python -m benchmarks.ray_serve_llm_app --address 127.0.0.1:PORT --model-dir DIR \
         --name NAME --port HTTP_PORT
 """
 

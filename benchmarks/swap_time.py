@@ -16,9 +16,9 @@ One stack (`switchyard up`, OLD's miniature as `default`), both miniatures stage
 Reported per swap: how long `default` had no model (the manager's figure), what clients saw
 (unavailability, longest held request, longest gap between completions), failed and held
 requests, and NEW's start split into sub-phases. Results go to
-benchmarks/results/swap_time.json and between the markers in BENCHMARKS.md.
+benchmarks/results/swap_time.json and the suite's block in BENCHMARKS.md.
 
-    .venv/bin/python benchmarks/swap_time.py          # ~8-12 min on 2 cores
+    .venv/bin/python -m benchmarks run swap-time          # ~8-12 min on 2 cores
 
 Not a test: nothing here asserts a number.
 """
@@ -36,14 +36,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from comparison_report import load_average, run_record
-from comparison_systems import free_port
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-BENCH_DIR = REPO_ROOT / "benchmarks"
+from benchmarks.comparison_systems import free_port
+from benchmarks.records import load_average, run_record, write_block
+from benchmarks.suites import BENCHMARKS_MD, RESULTS, suite_of
+
+SUITE = suite_of(__name__)
 SWITCHYARD = str(Path(sys.executable).with_name("switchyard"))
-BEGIN_MARK = "<!-- swap_time:begin -->"
-END_MARK = "<!-- swap_time:end -->"
 POLL_S = 0.2
 
 
@@ -258,7 +257,7 @@ def markdown(document: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "Where NEW's start went (seconds; `cluster/startup_steps.py` reads them from Ray's "
+        "Where NEW's start went (seconds; `cluster/fleet/startup_steps.py` reads them from Ray's "
         "actor and worker records and the replica's vLLM log):",
         "",
         "| step | cold start | make-before-break | break-before-make before "
@@ -269,7 +268,7 @@ def markdown(document: dict[str, Any]) -> str:
         (document["swaps"][k]["swap"] or {}).get("startup_steps")
         for k in ("mbb", "bbm_before", "bbm_after")
     ]
-    from cluster.startup_steps import STEPS
+    from cluster.fleet.startup_steps import STEPS
 
     for name in STEPS:
         lines.append(f"| {name} | " + " | ".join(_step(c, name) for c in columns) + " |")
@@ -299,35 +298,23 @@ def _ratio(value: float | None, reference: float) -> str:
     return "-" if value is None or reference <= 0 else f"{value / reference:.2f}x"
 
 
-def write_markdown(path: Path, body: str) -> None:
-    block = f"{BEGIN_MARK}\n{body}\n{END_MARK}"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    if BEGIN_MARK in text and END_MARK in text:
-        before, rest = text.split(BEGIN_MARK, 1)
-        _, after = rest.split(END_MARK, 1)
-        text = before + block + after
-    else:
-        text += f"\n{block}\n"
-    path.write_text(text)
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=SUITE.command, description=__doc__.split("\n\n")[0])
     parser.add_argument("--old", default="kimi-k2.5", help="OLD's miniature (serves first)")
     parser.add_argument("--new", default="minimax-m2.5", help="NEW's miniature")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--input-len", type=int, default=32)
     parser.add_argument("--output-len", type=int, default=16)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/switchyard-swap-time"))
-    parser.add_argument("--results", type=Path, default=BENCH_DIR / "results")
-    parser.add_argument("--markdown", type=Path, default=REPO_ROOT / "BENCHMARKS.md")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--markdown", type=Path, default=BENCHMARKS_MD)
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    from cluster.miniature import ensure_miniature
-    from cluster.staging.layout import CacheLayout
+    from cluster.miniature_generator import ensure_miniature
+    from cluster.staging.cache_layout import CacheLayout
 
     args.workdir.mkdir(parents=True, exist_ok=True)
     state = args.workdir / "state"
@@ -337,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
     port, ray_port, dashboard_port = free_port(), free_port(), free_port()
     base_url = f"http://127.0.0.1:{port}/v1"
     document: dict[str, Any] = {
-        **run_record("swap_time.py", argv),
+        **run_record(SUITE, argv),
         "config": {
             "old": args.old,
             "new": args.new,
@@ -372,8 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     document["load_after"] = load_average()
     cold = document["cold"]["cold_start_s"]
     args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / "swap_time.json").write_text(json.dumps(document, indent=2) + "\n")
-    write_markdown(args.markdown, markdown(document))
+    (args.results / SUITE.result.name).write_text(json.dumps(document, indent=2) + "\n")
+    write_block(args.markdown, SUITE, markdown(document))
     for key, run in document["swaps"].items():
         operation = run["swap"] or {}
         print(
@@ -384,7 +371,3 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -73,7 +73,7 @@ _CUSTOM_ALL_REDUCE_BYTES = 64 * MIB
 # of each mode and multiplies (profile_cudagraph_memory); published estimates put one captured
 # size at ~24 MiB for 64-layer dense models (0.17 GiB for 7 PIECEWISE sizes, 0.36 GiB for 16)
 # and ~50 MiB for 62-layer MoE models (MiniMax-M2.x: 5 GiB for 2 x 51 sizes), a MoE layer
-# launching about twice the kernels of a dense one. Sources in benchmarks/calibrate_planner.py.
+# launching about twice the kernels of a dense one. Sources in benchmarks/planner_calibration.py.
 _GRAPH_BYTES_PER_DENSE_LAYER = 400 * 1024
 _GRAPH_BYTES_PER_MOE_LAYER = 800 * 1024
 # The CUDA context and the allocator's first segment, outside the budget (seen by the driver

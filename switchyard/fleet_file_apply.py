@@ -13,8 +13,9 @@ from __future__ import annotations
 import getpass
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from domain.exit_codes import ExitCode
 from domain.fleet_file import FleetFile
@@ -27,6 +28,10 @@ from domain.operation_request import (
     SwapRequest,
 )
 from domain.tenant_keys import TenantTable, resolve_entries, table_of
+
+if TYPE_CHECKING:
+    from cluster.clients.manager_client import ManagerApi
+    from cluster.clients.registry_client import RegistryApi
 
 
 def operator_identity() -> str:
@@ -60,28 +65,28 @@ def step_request(change: dict[str, Any], desired: FleetFile) -> OperationRequest
 
 
 def apply_fleet(
-    address: str,
+    manager: ManagerApi,
+    registry: Callable[[], RegistryApi],
     path: Path,
     desired: FleetFile,
     sha256: str,
     *,
+    tenants: TenantTable | None,
     dry_run: bool,
     as_json: bool,
-    publish_keys: bool = True,
 ) -> int:
-    """Plan, then (unless `dry_run`) run the plan's steps; the exit code. `publish_keys`:
-    hand the file's `gateway.keys` to the gateways (`up -f` started them with those)."""
-    import ray
-
+    """Plan, then (unless `dry_run`) run the plan's steps; the exit code. `tenants`: the
+    file's `gateway.keys`, resolved by the caller before it connects (so an unset key_env
+    changes nothing), handed to every gateway replica through `registry`, which is asked for
+    only then; None leaves the gateways' keys as they are (`up -f` started them with the
+    file's)."""
     from switchyard.commands.diff import print_plan
-    from switchyard.operation_runner import connect_manager, follow_operation, print_event
+    from switchyard.operation_runner import print_event
 
-    # Resolved before anything connects: an unset key_env changes nothing.
-    tenants = fleet_tenants(desired, path) if publish_keys else None
-    manager = connect_manager(address)
-    plan: dict[str, Any] = ray.get(manager.plan_fleet.remote(desired)).to_json()
+    plan = manager.plan_fleet(desired).to_json()
     if tenants is not None and plan["admitted"] and not dry_run:
-        publish_tenants(tenants)
+        # Every gateway replica takes the table through the fleet registry.
+        registry().set_tenants(tenants)
     if dry_run or not plan["admitted"] or not plan["changes"]:
         if not as_json:
             print_plan(plan, as_json=False)
@@ -95,14 +100,14 @@ def apply_fleet(
         print_plan(plan, as_json=False)
         print(f"applying {path} (sha256 {sha256[:12]}) as {by}", flush=True)
     record = {"file": str(path), "sha256": sha256, "by": by}
-    ray.get(manager.record_apply.remote({**record, "phase": "start", "steps": len(changes)}))
+    manager.record_apply({**record, "phase": "start", "steps": len(changes)})
     steps: list[dict[str, Any]] = []
     stopped: str | None = None
     for i, change in enumerate(changes, 1):
         request = step_request(change, desired)
         if not as_json:
             print(f"step {i}/{len(changes)}: {change['action']} {change['model']}", flush=True)
-        result = follow_operation(manager, request, None if as_json else print_event)
+        result = manager.run(request, None if as_json else print_event)
         outcome = "failed" if result is None else result.outcome.value
         message = "the manager died during the operation" if result is None else result.message
         steps.append({**_step_key(change), "outcome": outcome, "message": message})
@@ -110,10 +115,8 @@ def apply_fleet(
             stopped = f"step {i} ({change['action']} {change['model']}) {outcome}: {message}"
             break
     not_done = [_step_key(c) for c in changes[len(steps) :]]
-    ray.get(
-        manager.record_apply.remote(
-            {**record, "phase": "end", "done": stopped is None, "steps_done": len(steps)}
-        )
+    manager.record_apply(
+        {**record, "phase": "end", "done": stopped is None, "steps_done": len(steps)}
     )
     if as_json:
         print(
@@ -150,12 +153,3 @@ def fleet_tenants(desired: FleetFile, path: Path) -> TenantTable | None:
         return None
     entries = desired.gateway.keys
     return table_of(resolve_entries(entries, os.environ, where="gateway.keys"), str(path))
-
-
-def publish_tenants(table: TenantTable) -> None:
-    """Hand the table to every gateway replica through the fleet registry."""
-    import ray
-
-    from serve_apps.registry.registry_actor import registry_actor
-
-    ray.get(registry_actor(create=False).set_tenants.remote(table))

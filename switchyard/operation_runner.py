@@ -1,4 +1,5 @@
-"""The CLI's side of the fleet manager: connect, send one operation, stream its progress.
+"""The CLI's side of one fleet operation: find the cluster, send the operation through the
+manager's client, print its progress as it happens, and map the outcome to an exit code.
 
 Works the same from a terminal and under `ray job submit` (where Ray sets RAY_ADDRESS and
 the job log shows the progress lines).
@@ -9,13 +10,15 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from domain.exit_codes import ExitCode, UserInputError
-from domain.operation import OperationEvent, OperationResult
+from domain.operation import OperationEvent
 from domain.operation_request import OperationRequest
+
+if TYPE_CHECKING:
+    from cluster.clients.manager_client import ManagerApi
 
 
 def resolve_address(address: str | None, state_dir: Path | None) -> str:
@@ -37,63 +40,26 @@ def resolve_address(address: str | None, state_dir: Path | None) -> str:
     return info.address
 
 
-def connect_manager(address: str) -> Any:
-    """Join the cluster at `address` and return the fleet manager's actor handle."""
-    from cluster.startup.ray_runtime import connect
-
-    connect(address)
-    from cluster.ray_adapters.manager_actor import manager_actor
-
-    try:
-        return manager_actor()
-    except ValueError:
-        raise UserInputError(
-            f"no Switchyard manager runs on {address}; start `switchyard up`"
-        ) from None
-
-
-def follow_operation(
-    manager: Any,
-    request: OperationRequest,
-    on_event: Callable[[OperationEvent], None] | None = None,
-) -> OperationResult | None:
-    """Run `request` on the manager, handing each progress event to `on_event` as it
-    happens; the operation's result, or None when the manager died during it."""
-    import ray
-
-    pending = manager.run.remote(request)
-    seen = 0
-    while True:
-        done, _ = ray.wait([pending], timeout=1.0)
-        if on_event is not None:
-            for event in ray.get(manager.events.remote(seen)):
-                seen += 1
-                on_event(event)
-        if done:
-            break
-    try:
-        result: OperationResult = ray.get(pending)
-    except ray.exceptions.RayActorError:
-        return None
-    if on_event is not None:
-        for event in result.events[seen:]:
-            on_event(event)
-    return result
-
-
 def run_operation(address: str, request: OperationRequest, *, as_json: bool = False) -> int:
-    """Send `request` to the manager, print progress as it happens, map the outcome."""
-    manager = connect_manager(address)
-    if not as_json:
-        import ray
+    """Send `request` to the manager at `address`, print progress as it happens, map the
+    outcome."""
+    from cluster.clients.manager_client import RayManagerClient
+    from cluster.startup.ray_runtime import advertised_address
 
+    manager = RayManagerClient.connect(address)
+    if not as_json:
         # Which cluster and manager answered: several Ray clusters can share one machine. A
         # head started for 127.0.0.1 advertises the machine's address (docs/security.md).
-        gcs = ray.get_runtime_context().gcs_address
-        identity = ray.get(manager.identity.remote())
+        gcs = advertised_address()
         seen = address if gcs == address else f"{address} (it advertises {gcs})"
-        print(f"connected to Ray at {seen} (manager {identity[:12]})", flush=True)
-    result = follow_operation(manager, request, None if as_json else print_event)
+        print(f"connected to Ray at {seen} (manager {manager.identity()[:12]})", flush=True)
+    return report_operation(manager, request, as_json=as_json)
+
+
+def report_operation(manager: ManagerApi, request: OperationRequest, *, as_json: bool) -> int:
+    """Run `request` on `manager`, printing its events (or, with `as_json`, its result as
+    one JSON document at the end); the exit code of its outcome."""
+    result = manager.run(request, None if as_json else print_event)
     if result is None:
         print(
             "failed: the manager died during the operation; it reconciles the fleet when it "

@@ -1,7 +1,9 @@
 """Composition root of a running Switchyard stack (`switchyard up/down/status`).
 
-The one place that wires Ray, Serve, the registry, the gateway, staging and the deployer
-together; everything it wires is a plain class that knows nothing of the others' setup.
+The one place that puts a stack together, in order: the Ray cluster (`cluster/startup/`),
+Serve and the gateways, the registry's facts and the fleet manager (through their clients,
+`cluster/clients/`), then the initial models. Every piece is a plain class or function that
+knows nothing of the others' setup; nothing here touches Ray directly.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from cluster.fleet.manager_settings import MANAGER_DIR
 from cluster.fleet.ports import DeployFailed
 from cluster.startup.ray_runtime import RayConnection, connect, start_local_head
 from domain.exit_codes import UserInputError
-from domain.fleet_state import FleetState
 from domain.operation import OperationResult
 from domain.tenant_keys import KEYS_FILE_FACT
 from switchyard.stack_config import StackConfig, is_loopback
@@ -77,16 +78,15 @@ class Stack:
         connect(connection.address)
         self.address = connection.address
 
-        import ray
-        from ray import serve
-
+        from cluster.clients.manager_client import RayManagerClient
+        from cluster.clients.registry_client import RayRegistryClient
         from cluster.fleet.manager_settings import ManagerSettings
-        from cluster.ray_adapters.manager_actor import manager_actor
+        from cluster.startup.serving_stack import deploy_gateways, start_serve
         from domain.deployment_config import AcceleratorConfig
         from domain.operation_request import AddRequest
-        from serve_apps.registry.registry_actor import ENDPOINTS_FACT, registry_actor
+        from serve_apps.registry.registry_actor import ENDPOINTS_FACT
 
-        ingress = self._ingress(ray.nodes())  # type: ignore[no-untyped-call]
+        ingress = self._ingress()
         info = StackInfo(
             address=connection.address,
             endpoint=config.endpoint,
@@ -94,23 +94,21 @@ class Stack:
             started_local_head=connection.started_local_head,
         )
         atomic_write_text(config.state_dir / STACK_FILE, json.dumps(info.to_json(), indent=2))
-        # No Serve HTTP proxy: the gateway replicas listen on the endpoint themselves
-        # (serve_apps/gateway/serve_deployment.py); every other Serve call goes through handles.
-        serve.start(proxy_location="Disabled")
-        registry = registry_actor()
-        registry.set_fact.remote("endpoint", info.endpoint)
-        registry.set_fact.remote("dashboard_url", info.dashboard_url)
+        start_serve()
+        registry = RayRegistryClient.create()
+        registry.set_fact("endpoint", info.endpoint)
+        registry.set_fact("dashboard_url", info.dashboard_url)
         # Before any engine starts: engine replicas read it to choose their direct address.
-        registry.set_fact.remote(ENDPOINTS_FACT, [n.to_json() for n in ingress])
+        registry.set_fact(ENDPOINTS_FACT, [n.to_json() for n in ingress])
         tenants = config.gateway.tenants
         if tenants.tenants:
             # The registry's copy is what `status` reads and a later reload replaces; the
             # gateway replicas start with the same table in their settings.
-            registry.set_tenants.remote(tenants)
+            registry.set_tenants(tenants)
             if config.keys_file is not None:
-                registry.set_fact.remote(KEYS_FILE_FACT, str(config.keys_file.resolve()))
-        self._deploy_gateways(ingress)
-        manager = manager_actor(
+                registry.set_fact(KEYS_FILE_FACT, str(config.keys_file.resolve()))
+        deploy_gateways(config.gateway, ingress, config.port, self._report)
+        manager = RayManagerClient.create(
             ManagerSettings(
                 state_dir=config.state_dir,
                 accelerator=config.models[0].accelerator
@@ -122,30 +120,34 @@ class Stack:
                 hold_timeout_s=config.gateway.hold_timeout_s,
             )
         )
-        fleet: FleetState = ray.get(manager.fleet.remote())
+        fleet = manager.fleet()
         results = []
         for model in config.models:
             if model.name in fleet.models:
                 self._report(f"{model.name} is already part of the fleet")
                 continue
             self._report(f"deploying {model.name} ({model.source}, {model.layout}) ...")
-            outcome: OperationResult = ray.get(manager.run.remote(AddRequest(config=model)))
+            outcome = manager.run(AddRequest(config=model))
+            if outcome is None:
+                raise DeployFailed(
+                    f"the manager died while deploying {model.name}; it reconciles the fleet "
+                    "when it restarts"
+                )
             if not outcome.succeeded:
                 raise DeployFailed(outcome.message)
             self._report(outcome.message)
             results.append(outcome)
         return info, results
 
-    def _ingress(self, entries: list[dict[str, Any]]) -> tuple[IngressNode, ...]:
+    def _ingress(self) -> tuple[IngressNode, ...]:
         """The ingress nodes, refused when one would serve beyond loopback without a key
         (the head's own host is checked with the config)."""
         # Here, not at module level: it brings the gateway's modules, which `status` and
         # `down` (importing this module) do not need.
-        from cluster.startup.ingress_nodes import ingress_nodes
+        from cluster.startup.serving_stack import cluster_ingress_nodes
 
         config = self._config
-        nodes = ingress_nodes(
-            entries,
+        nodes = cluster_ingress_nodes(
             config.inventory.overrides,
             head_host=config.host,
             port=config.port,
@@ -163,37 +165,3 @@ class Stack:
                 "--api-key (or SWITCHYARD_API_KEY) or `--keys`, or take their ingress role"
             )
         return nodes
-
-    def _deploy_gateways(self, ingress: tuple[IngressNode, ...]) -> None:
-        """One gateway app per ingress node, then the apps of nodes no longer ingress gone
-        (an earlier `up` with other roles)."""
-        from ray import serve
-        from ray.serve.api import RunTarget
-
-        from serve_apps.gateway.serve_deployment import build_gateway_app, is_gateway_app
-
-        config = self._config
-        for node in ingress:
-            where = "the head" if node.is_head else f"node {node.node_id[:12]}"
-            self._report(f"deploying the gateway on {node.url} ({where}) ...")
-        serve.run_many(
-            [
-                RunTarget(
-                    target=build_gateway_app(
-                        config.gateway,
-                        node.host,
-                        config.port,
-                        node_id=None if node.is_head else node.node_id,
-                    ),
-                    name=node.app_name,
-                    route_prefix=None,
-                )
-                for node in ingress
-            ],
-            wait_for_applications_running=True,
-        )
-        wanted = {n.app_name for n in ingress}
-        for name in serve.status().applications:
-            if is_gateway_app(name) and name not in wanted:
-                self._report(f"removing {name}: its node is no longer an ingress node")
-                serve.delete(name)

@@ -7,12 +7,11 @@ make `down` hang. A joined cluster is left running; only Switchyard's part of it
 applications and our actors) is removed, by a child process with a deadline, so an
 unreachable cluster is reported instead of waited on.
 
-`python -m switchyard.teardown ADDRESS` is that child.
+That child is `python -m cluster.startup.cluster_teardown ADDRESS`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import sys
 from collections.abc import Callable
@@ -62,7 +61,7 @@ def stack_down(
 def remove_from_cluster(address: str, report: Report) -> None:
     """Serve's applications and Switchyard's actors off a cluster `up` joined, by a child
     process that gives up after REMOTE_TEARDOWN_TIMEOUT_S."""
-    command = [sys.executable, "-m", "switchyard.teardown", address]
+    command = [sys.executable, "-m", "cluster.startup.cluster_teardown", address]
     try:
         done = subprocess.run(
             command,
@@ -82,23 +81,3 @@ def remove_from_cluster(address: str, report: Report) -> None:
     else:
         last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         report(f"could not reach {address}: {last[0]} (the record here is cleaned)")
-
-
-def _remove_serve_and_actors(address: str) -> None:
-    import ray
-    from ray import serve
-
-    from cluster.ray_adapters.manager_actor import MANAGER_ACTOR_NAME
-    from cluster.startup.ray_runtime import connect
-    from serve_apps.registry.registry_actor import REGISTRY_ACTOR_NAME, SWITCHYARD_NAMESPACE
-
-    connect(address)
-    serve.shutdown()  # type: ignore[no-untyped-call]
-    for actor in (MANAGER_ACTOR_NAME, REGISTRY_ACTOR_NAME):
-        with contextlib.suppress(ValueError):
-            ray.kill(ray.get_actor(actor, namespace=SWITCHYARD_NAMESPACE))
-    ray.shutdown()
-
-
-if __name__ == "__main__":
-    _remove_serve_and_actors(sys.argv[1])

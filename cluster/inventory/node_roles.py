@@ -1,19 +1,17 @@
 """What the inventory says of one node beyond its hardware: its cache root and its roles.
 
-Resolved from what Ray knows of a node (its `ray.nodes()` entry) and the operator's
-overrides, so the manager, the probe and a replica on the node reach the same answer
-without asking each other. Pure: the Ray entry is parsed once, by `identity_of`.
+Resolved from what Ray knows of a node (its `ray.nodes()` entry, parsed once by
+`ray_node_entry.identity_of`) and the operator's overrides, so the manager, the probe and a
+replica on the node reach the same answer without asking each other. Pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from cluster.inventory.overrides import NodeOverride
-from serve_apps.internals import is_head_node
 
 ROLE_LABEL = "switchyard.io/role"
 """The Ray node label naming a node's roles (`ray start --labels switchyard.io/role=ingress`)."""
@@ -29,18 +27,6 @@ class NodeIdentity:
     labels: tuple[tuple[str, str], ...] = ()
     hostname: str = ""
     is_head: bool = False
-
-
-def identity_of(entry: Mapping[str, Any]) -> NodeIdentity:
-    """A `ray.nodes()` entry as a NodeIdentity."""
-    labels = tuple(sorted((str(k), str(v)) for k, v in (entry.get("Labels") or {}).items()))
-    return NodeIdentity(
-        node_id=str(entry.get("NodeID", "")),
-        node_ip=str(entry.get("NodeManagerAddress", "")),
-        labels=labels,
-        hostname=str(entry.get("NodeManagerHostname", "")),
-        is_head=is_head_node(entry),
-    )
 
 
 def cache_dir_for(node: NodeIdentity, overrides: Iterable[NodeOverride], default: Path) -> Path:

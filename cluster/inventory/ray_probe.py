@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from cluster.inventory.local_probe import probe_this_node
-from cluster.inventory.node_roles import cache_dir_for, identity_of
+from cluster.inventory.node_roles import cache_dir_for
 from cluster.inventory.overrides import InventoryConfig, apply_overrides, unmatched
+from cluster.inventory.ray_node_entry import identity_of
 from cluster.inventory.records import NodeProbe, ProbedCluster
 from serve_apps.internals import available_resources_per_node
 

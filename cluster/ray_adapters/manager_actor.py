@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from cluster.fleet.fleet_engine import FleetEngine
-from cluster.fleet.fleet_metrics import RayFleetMetrics
 from cluster.fleet.fleet_plan import FleetPlan
 from cluster.fleet.journal import Journal
 from cluster.fleet.manager_settings import ManagerSettings
@@ -27,6 +26,7 @@ from cluster.startup.ray_runtime import LOCAL_HEAD_MARKER
 from cluster.telemetry.gauge_sampler import FleetSampler
 from cluster.telemetry.live_stats_sampler import LiveStatsSampler
 from cluster.telemetry.metrics_targets import service_discovery_file
+from cluster.telemetry.ray_fleet_metrics import RayFleetMetrics
 from domain.fleet_file import FleetFile, FleetModelEntry
 from domain.fleet_state import FleetState
 from domain.operation import OperationEvent, OperationResult, RunningOperation, SwapSummary

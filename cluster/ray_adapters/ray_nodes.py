@@ -19,7 +19,8 @@ from typing import Any
 
 from cluster.fleet.manager_settings import ManagerSettings
 from cluster.fleet.ports import NodeStaged, NodeStageOutcome, PrefetchReport, StagedWeights
-from cluster.inventory.node_roles import NodeIdentity, identity_of
+from cluster.inventory.node_roles import NodeIdentity
+from cluster.inventory.ray_node_entry import identity_of
 from cluster.inventory.records import ProbedCluster
 from cluster.staging.disk_report import WeightsDiskReport, weights_disk_report
 from cluster.staging.manifest import SourceManifest

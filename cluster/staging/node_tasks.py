@@ -369,3 +369,17 @@ def _agreed(manifest: SourceManifest, results: tuple[NodeStaging, ...]) -> Clust
             results,
         )
     return ClusterStaging(manifest=manifest, path=staged[0].path, nodes=results)
+
+
+def list_entries_on_every_node(cache_dir: Path) -> dict[str, list[CacheEntry]]:
+    """Each alive node's cache listing, from a driver that joins the cluster this machine
+    belongs to (`address="auto"`) for the listing only."""
+    import ray
+
+    ray.init(address="auto", logging_level=logging.ERROR, log_to_driver=False)
+    try:
+        nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+        node_ids = [item["NodeID"] for item in nodes if item.get("Alive")]
+        return list_entries_across_nodes(StagingConfig(cache_dir=cache_dir), node_ids)
+    finally:
+        ray.shutdown()

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cluster.inventory.node_roles import NodeIdentity, cache_dir_for, identity_of
+from cluster.inventory.node_roles import NodeIdentity, cache_dir_for
 from cluster.inventory.overrides import NodeOverride
+from cluster.inventory.ray_node_entry import identity_of
 from cluster.staging.manifest import SourceManifest
 from cluster.staging.staging_config import StagingConfig
 

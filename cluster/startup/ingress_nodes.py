@@ -12,8 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cluster.inventory.node_roles import identity_of, is_ingress
+from cluster.inventory.node_roles import is_ingress
 from cluster.inventory.overrides import NodeOverride
+from cluster.inventory.ray_node_entry import identity_of
 from domain.endpoint_url import WILDCARD_HOSTS, endpoint_url
 from serve_apps.gateway.serve_deployment import gateway_app_name
 

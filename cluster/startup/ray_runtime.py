@@ -347,3 +347,12 @@ def connect(address: str) -> None:
         logging_level=logging.WARNING,
         log_to_driver=False,
     )
+
+
+def advertised_address() -> str:
+    """The GCS address of the cluster this process has joined, as the cluster advertises it
+    (a head started for 127.0.0.1 advertises the machine's address)."""
+    import ray
+
+    address: str = ray.get_runtime_context().gcs_address
+    return address

@@ -4,13 +4,13 @@ Serving processes run at the priority of Ray's own daemons. Ray starts its worke
 `nice 15` (`RAY_worker_niceness`) so that its raylet, GCS and dashboard win the CPU over user
 work. On a serving head those workers are the product: the engine replicas (vLLM's engine core
 and workers are a Ray worker's children and inherit the niceness), the gateway and the fleet
-manager. At nice 15 every Ray daemon, and any process run beside the cluster (a load
-generator, an operator's script), takes the CPU from them first: the gateway's event loop was
-preempted once per 4 relayed tokens under load, 10 times as often as at nice 0
-(`benchmarks/relay_cost_split.py`), and vLLM's own server, run by hand, competed at nice 0
-against Switchyard's engine at 15, so the fair comparison was not fair in this. Niceness 0
-puts them on equal terms; the kernel still gives Ray's daemons their share. A lower value
-would need privileges and could starve Ray's daemons.
+manager. At nice 15 every Ray daemon, and any process run beside the cluster (a load generator,
+an operator's script), takes the CPU from them first: the gateway's event loop was preempted
+once per 4 relayed tokens under load, 10 times as often as at nice 0 (the relay investigation in
+BENCHMARKS.md's relay-capacity section), and vLLM's own server, run by hand, competed at nice 0
+against Switchyard's engine at 15, so the fair comparison was not fair in this. Niceness 0 puts
+them on equal terms; the kernel still gives Ray's daemons their share. A lower value would need
+privileges and could starve Ray's daemons.
 
 The Ray Serve settings below are for Switchyard's handle calls.
 

@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from cluster.fleet.fleet_metrics import NodeUsage, RayFleetMetrics
+from cluster.fleet.fleet_metrics import NodeUsage
 from cluster.staging.integrity import bytes_on_disk
+from cluster.telemetry.ray_fleet_metrics import RayFleetMetrics
 from domain.deployment_config import AcceleratorConfig
 from serve_apps.internals import available_resources_per_node
 

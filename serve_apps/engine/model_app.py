@@ -82,7 +82,7 @@ def llm_config_kwargs(config: ModelDeploymentConfig, model_path: Path) -> dict[s
             # A replica being removed first sleeps one wait loop (Serve's default 2 s)
             # before it counts its requests, even when idle. A swap drains OLD in the
             # gateways first, so that sleep was pure unavailability in `removing_old`
-            # (benchmarks/swap_time.py); in-flight requests are still waited for.
+            # (the swap-time benchmark suite); in-flight requests are still waited for.
             "graceful_shutdown_wait_loop_s": 0.2,
         },
         # The gateway streams each chunk as it comes: Ray Serve LLM's default 50 ms

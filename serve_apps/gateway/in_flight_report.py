@@ -27,7 +27,7 @@ _HEARTBEAT_S = 1.0
 """An unchanged report is sent again after this long: the registry trusts a report for 5 s
 and Ray forgets a gauge not set for two export intervals (2 s in the suite). A change goes
 out within `_REPORT_PERIOD_S`. Before, every report went out 5 times a second, the idle
-gateway's largest CPU cost (benchmarks/relay_capacity.py's idle figures)."""
+gateway's largest CPU cost (the relay-capacity suite's idle figures, BENCHMARKS.md)."""
 
 
 class InFlightReporter:

@@ -13,7 +13,8 @@ ways:
   an async generator, each written with the server's own `send`, which `keep_server_send`
   leaves in the ASGI scope, past the middleware wrappers that act only on the first message.
 
-`benchmarks/relay_capacity.py` measures the difference.
+The relay-capacity benchmark suite (`python -m benchmarks run relay-capacity`) measures the
+difference.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`switchyard bench --during-swap`'s results: a rich table (for people) and a JSON document
-(for scripts and benchmarks/swap_time.py)."""
+(for scripts and the swap-time benchmark suite, benchmarks/swap_time.py)."""
 
 from __future__ import annotations
 

@@ -25,10 +25,23 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cluster.clients.manager_client import RayManagerClient
+    from cluster.clients.registry_client import RayRegistryClient
     from switchyard.commands.diff import read_checked_fleet_file
-    from switchyard.fleet_file_apply import apply_fleet
+    from switchyard.fleet_file_apply import apply_fleet, fleet_tenants
     from switchyard.operation_runner import resolve_address
 
     desired, sha256 = read_checked_fleet_file(args.file)
+    # Resolved before anything connects: an unset key_env changes nothing.
+    tenants = fleet_tenants(desired, args.file)
     address = resolve_address(args.address, args.state_dir)
-    return apply_fleet(address, args.file, desired, sha256, dry_run=args.dry_run, as_json=args.json)
+    return apply_fleet(
+        RayManagerClient.connect(address),
+        lambda: RayRegistryClient.connect(address),
+        args.file,
+        desired,
+        sha256,
+        tenants=tenants,
+        dry_run=args.dry_run,
+        as_json=args.json,
+    )

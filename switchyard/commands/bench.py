@@ -5,7 +5,7 @@ against Switchyard compares with one against vLLM's own server.
 
 `--during-swap OLD SOURCE --name NEW` runs one steady level instead of the sweep and
 triggers `switchyard swap OLD SOURCE --name NEW` beside it, through the fleet manager in this
-process (switchyard/operation_runner.py), then reports what clients saw of the swap
+process (cluster/clients/manager_client.py), then reports what clients saw of the swap
 (switchyard/bench/swap_window.py) and the swap's phases.
 """
 
@@ -281,6 +281,7 @@ def _run_during_swap(config: Any, prompts: list[Any], tokenizer: str, err: Any) 
     from rich.console import Console
     from rich.markup import escape
 
+    from cluster.clients.manager_client import RayManagerClient
     from domain.operation_request import SwapRequest
     from switchyard.bench.client import Endpoint
     from switchyard.bench.during_swap import SwapLoadPlan, run_during_swap
@@ -288,7 +289,7 @@ def _run_during_swap(config: Any, prompts: list[Any], tokenizer: str, err: Any) 
     from switchyard.bench.report import write_json
     from switchyard.bench.swap_report import swap_json, swap_table
     from switchyard.commands.add import model_config
-    from switchyard.operation_runner import connect_manager, follow_operation, resolve_address
+    from switchyard.operation_runner import resolve_address
 
     swap = config.during_swap
     new_config = model_config(
@@ -312,7 +313,7 @@ def _run_during_swap(config: Any, prompts: list[Any], tokenizer: str, err: Any) 
         deploy_early=swap.deploy_early,
     )
     # Joined before the load starts, so connecting never stalls the load's first seconds.
-    manager = connect_manager(resolve_address(swap.address, None))
+    manager = RayManagerClient.connect(resolve_address(swap.address, None))
     plan = SwapLoadPlan(
         endpoint=Endpoint(config.url, config.model, config.api_key),
         prompts=tuple(p.text for p in prompts),
@@ -325,9 +326,7 @@ def _run_during_swap(config: Any, prompts: list[Any], tokenizer: str, err: Any) 
     )
     with RichSwapProgress(err) as progress:
         result = asyncio.run(
-            run_during_swap(
-                plan, lambda on_event: follow_operation(manager, request, on_event), progress
-            )
+            run_during_swap(plan, lambda on_event: manager.run(request, on_event), progress)
         )
     title = (
         f"{config.model} at {config.url} during swap {swap.old} -> {swap.new_name}: "

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from domain.exit_codes import ExitCode, UserInputError
 
@@ -85,7 +84,9 @@ def _list(args: argparse.Namespace, cache_dir: Path, layout: CacheLayout) -> int
     from cluster.staging.stage import default_node_name
 
     if args.all_nodes:
-        per_node = _list_all_nodes(cache_dir)
+        from cluster.staging.node_tasks import list_entries_on_every_node
+
+        per_node = list_entries_on_every_node(cache_dir)
     else:
         per_node = {default_node_name(): list_entries(layout)}
     if args.json:
@@ -98,21 +99,6 @@ def _list(args: argparse.Namespace, cache_dir: Path, layout: CacheLayout) -> int
         return ExitCode.OK
     print(_table(per_node))
     return ExitCode.OK
-
-
-def _list_all_nodes(cache_dir: Path) -> dict[str, list[CacheEntry]]:
-    import ray
-
-    from cluster.staging.node_tasks import list_entries_across_nodes
-    from cluster.staging.staging_config import StagingConfig
-
-    ray.init(address="auto", logging_level=logging.ERROR, log_to_driver=False)
-    try:
-        nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
-        node_ids = [item["NodeID"] for item in nodes if item.get("Alive")]
-        return list_entries_across_nodes(StagingConfig(cache_dir=cache_dir), node_ids)
-    finally:
-        ray.shutdown()
 
 
 def _table(per_node: dict[str, list[CacheEntry]]) -> str:

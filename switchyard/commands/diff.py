@@ -66,13 +66,11 @@ def read_checked_fleet_file(path: Path) -> tuple[Any, str]:
 
 def live_plan(address: str | None, state_dir: Path | None, desired: Any) -> dict[str, Any]:
     """The manager's judged plan from the live fleet to `desired`, as JSON."""
-    import ray
+    from cluster.clients.manager_client import RayManagerClient
+    from switchyard.operation_runner import resolve_address
 
-    from switchyard.operation_runner import connect_manager, resolve_address
-
-    manager = connect_manager(resolve_address(address, state_dir))
-    plan: dict[str, Any] = ray.get(manager.plan_fleet.remote(desired)).to_json()
-    return plan
+    manager = RayManagerClient.connect(resolve_address(address, state_dir))
+    return manager.plan_fleet(desired).to_json()
 
 
 def print_plan(plan: dict[str, Any], *, as_json: bool) -> None:

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from domain.exit_codes import ExitCode
+from domain.fleet_file import fleet_file_text
 from switchyard.commands.diff import add_connection_arguments
+
+if TYPE_CHECKING:
+    from cluster.clients.manager_client import ManagerApi
 
 
 def register(subparsers: Any) -> None:
@@ -21,13 +26,13 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import ray
+    from cluster.clients.manager_client import RayManagerClient
+    from switchyard.operation_runner import resolve_address
 
-    from domain.exit_codes import ExitCode
-    from domain.fleet_file import fleet_file_text
-    from switchyard.operation_runner import connect_manager, resolve_address
+    return export(RayManagerClient.connect(resolve_address(args.address, args.state_dir)))
 
-    manager = connect_manager(resolve_address(args.address, args.state_dir))
-    entries = ray.get(manager.export_fleet.remote())
-    print(fleet_file_text(entries), end="")
+
+def export(manager: ManagerApi) -> int:
+    """Print the live fleet as a fleet file."""
+    print(fleet_file_text(manager.export_fleet()), end="")
     return ExitCode.OK

@@ -12,9 +12,13 @@ import argparse
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from domain.exit_codes import ExitCode, UserInputError
+from domain.tenant_keys import KEYS_FILE_FACT, TenantTable, read_keys_file
+
+if TYPE_CHECKING:
+    from cluster.clients.registry_client import RegistryApi
 
 
 def register(subparsers: Any) -> None:
@@ -33,31 +37,34 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from domain.tenant_keys import KEYS_FILE_FACT, read_keys_file
+    from cluster.clients.registry_client import RayRegistryClient
     from switchyard.operation_runner import resolve_address
 
     # A file given here is read before anything connects: a bad one changes nothing.
     table = read_keys_file(args.file, os.environ) if args.file is not None else None
     address = resolve_address(args.address, args.state_dir)
-    registry = _registry(address)
-    import ray
+    return reload_keys(RayRegistryClient.connect(address), table, as_json=args.json)
 
+
+def reload_keys(registry: RegistryApi, table: TenantTable | None, *, as_json: bool) -> int:
+    """Publish `table` (or, when None, the keys file `up --keys` named, read again) to every
+    gateway replica through the registry."""
     if table is None:
-        named = ray.get(registry.facts.remote()).get(KEYS_FILE_FACT)
+        named = registry.facts().get(KEYS_FILE_FACT)
         if not named:
             raise UserInputError(
                 "FILE: none given, and this stack was not started with `up --keys`; "
                 "pass the keys file to load"
             )
         table = read_keys_file(Path(named), os.environ)
-    version = ray.get(registry.set_tenants.remote(table))
+    version = registry.set_tenants(table)
     if table.version != version:
         raise UserInputError(
             f"{table.source}: a newer tenant table ({version}) is already published; "
             "run the reload again"
         )
     names = [t.name for t in table.tenants]
-    if args.json:
+    if as_json:
         print(json.dumps({"version": version, "source": table.source, "keys": names}))
     else:
         print(
@@ -66,15 +73,3 @@ def run(args: argparse.Namespace) -> int:
             "takes them within a second"
         )
     return ExitCode.OK
-
-
-def _registry(address: str) -> Any:
-    from cluster.startup.ray_runtime import connect
-
-    connect(address)
-    from serve_apps.registry.registry_actor import registry_actor
-
-    try:
-        return registry_actor(create=False)
-    except ValueError:
-        raise UserInputError(f"no Switchyard stack runs on {address} (no registry actor)") from None

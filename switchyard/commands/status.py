@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 from domain.exit_codes import ExitCode, UserInputError
 
 if TYPE_CHECKING:
-    from domain.operation import RunningOperation, SwapSummary
-    from domain.status_report import EndpointStatus, MetricsStatus, StatusReport
+    from cluster.clients.manager_client import ManagerApi
+    from cluster.clients.registry_client import RegistryApi
+    from domain.status_report import MetricsStatus, StatusReport
 
 
 def register(subparsers: Any) -> None:
@@ -39,9 +40,16 @@ def register(subparsers: Any) -> None:
 
 
 def collect(address: str) -> StatusReport:
-    import ray
+    """Join the cluster at `address` and read the status from its registry and manager."""
+    from cluster.clients.manager_client import RayManagerClient
+    from cluster.clients.registry_client import RayRegistryClient
 
-    from cluster.startup.ray_runtime import connect
+    registry = RayRegistryClient.connect(address)
+    return status_report(address, registry, RayManagerClient.find())
+
+
+def status_report(address: str, registry: RegistryApi, manager: ManagerApi | None) -> StatusReport:
+    """The status document from the registry's view and, when a manager runs, the manager's."""
     from cluster.telemetry.metrics_targets import RAY_SD_FILE
     from domain.status_report import (
         KeyUsage,
@@ -50,21 +58,9 @@ def collect(address: str) -> StatusReport:
         StatusReport,
         TenantsStatus,
     )
-    from serve_apps.registry.registry_actor import registry_actor
 
-    connect(address)
-    try:
-        registry = registry_actor(create=False)
-    except ValueError:
-        raise UserInputError(f"no Switchyard stack runs on {address} (no registry actor)") from None
-    table, facts, tenants, usage = ray.get(
-        [
-            registry.table.remote(),
-            registry.facts.remote(),
-            registry.tenants.remote(-1),
-            registry.tenant_usage.remote(),
-        ]
-    )
+    seen = registry.view()
+    table, facts, tenants = seen.table, seen.facts, seen.tenants
     models = [
         ModelStatus(
             name=r.name,
@@ -78,92 +74,28 @@ def collect(address: str) -> StatusReport:
         )
         for r in table.live_models()
     ]
-    inventory, operation, sampled, last_swap = _from_manager()
+    managed = None if manager is None else manager.view()
     return StatusReport(
-        endpoints=_endpoints(facts),
+        endpoints=registry.ingress_endpoints(),
         address=address,
         endpoint=facts.get("endpoint"),
         dashboard_url=facts.get("dashboard_url"),
         routing_table_version=table.version,
         models=models,
         aliases=dict(table.aliases),
-        metrics=sampled or MetricsStatus(prometheus_service_discovery_file=RAY_SD_FILE),
-        inventory=inventory,
-        operation=operation,
-        last_swap=last_swap,
+        metrics=(managed.live_metrics if managed else None)
+        or MetricsStatus(prometheus_service_discovery_file=RAY_SD_FILE),
+        inventory=managed.inventory if managed else None,
+        operation=managed.operation if managed else None,
+        last_swap=managed.last_swap if managed else None,
         tenants=None
         if tenants is None
         else TenantsStatus(
             source=tenants.source or None,
             keys=len(tenants.tenants),
-            top=[KeyUsage.model_validate(u) for u in usage],
+            top=[KeyUsage.model_validate(u) for u in seen.tenant_usage],
         ),
     )
-
-
-def _endpoints(facts: dict[str, Any]) -> list[EndpointStatus]:
-    """Every ingress node's gateway `up` recorded, with whether its node is alive and how
-    many of its gateway replicas run now."""
-    import ray
-
-    from cluster.ray_adapters.serve_control import ServeControl
-    from domain.status_report import EndpointStatus
-    from serve_apps.registry.registry_actor import ENDPOINTS_FACT
-
-    recorded = facts.get(ENDPOINTS_FACT)
-    if not isinstance(recorded, list) or not recorded:
-        return []
-    nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
-    alive = {str(n.get("NodeID")) for n in nodes if n.get("Alive")}
-    running: dict[str, int] | None
-    try:
-        running = ServeControl().running_replicas()
-    except Exception:  # Serve's controller restarting: the rest of the status still counts
-        running = None
-    endpoints = []
-    for entry in recorded:
-        if not isinstance(entry, dict):
-            continue
-        node_id = str(entry.get("node_id", ""))
-        app = str(entry.get("app", ""))
-        endpoints.append(
-            EndpointStatus(
-                url=f"{entry.get('url')}/v1",
-                node=str(entry.get("node", node_id[:12])),
-                node_ip=str(entry.get("node_ip", "")),
-                head=bool(entry.get("head")),
-                app=app,
-                # The head's entry may have no id (a stack without a Ray node table).
-                alive=node_id in alive or (bool(entry.get("head")) and not node_id),
-                running_replicas=None if running is None else running.get(app, 0),
-            )
-        )
-    return endpoints
-
-
-def _from_manager() -> tuple[
-    dict[str, Any] | None, RunningOperation | None, MetricsStatus | None, SwapSummary | None
-]:
-    """The manager's view of every node's hardware (probed, then overridden), the change it
-    is making, its live figures and the latest swap; all None when no manager runs."""
-    import ray
-
-    from cluster.ray_adapters.manager_actor import manager_actor
-
-    try:
-        manager = manager_actor()
-    except ValueError:
-        return None, None, None, None
-    inventory, operation, sampled, last_swap = ray.get(
-        [
-            manager.inventory.remote(),
-            manager.current.remote(),
-            manager.live_metrics.remote(),
-            manager.last_swap.remote(),
-        ],
-        timeout=120,
-    )
-    return inventory, operation, sampled, last_swap
 
 
 def _add_live_metrics(status: StatusReport, state_dir: Path, args: argparse.Namespace) -> None:

@@ -317,19 +317,22 @@ def run(args: argparse.Namespace) -> int:
         if interrupted.is_set():
             raise KeyboardInterrupt
         if fleet is not None:
+            from cluster.clients.manager_client import RayManagerClient
+            from cluster.clients.registry_client import RayRegistryClient
             from switchyard.fleet_file_apply import apply_fleet
 
             desired, sha256 = fleet
             say(f"applying {args.file} ...")
-            # The gateway started with the file's keys already (build_config).
             applied = apply_fleet(
-                info.address,
+                RayManagerClient.connect(info.address),
+                lambda: RayRegistryClient.connect(info.address),
                 args.file,
                 desired,
                 sha256,
+                # The gateway started with the file's keys already (build_config).
+                tenants=None,
                 dry_run=False,
                 as_json=False,
-                publish_keys=False,
             )
             if applied != ExitCode.OK:
                 say(

@@ -1,8 +1,8 @@
 """Faults on the gateway, on the fake stack (two gateway replicas sharing the endpoint
-port; real Ray, Serve, registry and manager; fake engine replicas: the gateway is the
-subject), under load, each bounded in time: a killed gateway replica leaves the other one
-serving and is replaced; a short soak with a hot swap in the middle (benchmarks/soak.py)
-loses no request.
+port; real Ray, Serve, registry and manager; fake engine replicas: the gateway is the subject),
+under load, each bounded in time: a killed gateway replica leaves the other one serving and is
+replaced; a short soak with a hot swap in the middle (`python -m benchmarks run soak`) loses no
+request.
 
 The tests run in file order and leave the stack serving; the soak swaps the model serving
 `default` for a Llama miniature named `mini-llama-soak`. Every test prints its figures
@@ -100,7 +100,10 @@ def test_a_short_soak_with_a_swap_loses_no_request(stack: RunningStack, tmp_path
     result = subprocess.run(
         [
             sys.executable,
-            str(REPO_ROOT / "benchmarks" / "soak.py"),
+            "-m",
+            "benchmarks",
+            "run",
+            "soak",
             "--url",
             stack.base_url,
             "--state-dir",

@@ -1,57 +1,11 @@
-"""An engine over an in-memory cluster (tests/support/memory_cluster.py), and restarts."""
+"""An engine over an in-memory cluster (tests/support/memory_fleet.py), and restarts."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
+from tests.support.fleet_configs import new_model
+from tests.support.memory_fleet import Fleet
 
-import pytest
-
-from cluster.fleet.fleet_engine import FleetEngine
-from cluster.fleet.fleet_metrics import RecordingFleetMetrics
-from cluster.fleet.journal import Journal
-from cluster.fleet.manager_settings import ManagerSettings
-from tests.support.fleet_configs import CPU, new_model
-from tests.support.memory_cluster import FakeClock, KillingJournal, MemoryCluster
+__all__ = ["NEW", "Fleet"]
 
 # NEW's source differs from OLD's, so what is staged tells the two apart.
 NEW = new_model("miniature:llama-new")
-
-
-@dataclass
-class Fleet:
-    """One cluster and state directory; `engine` is the manager's current lifetime."""
-
-    state_dir: Path
-    cluster: MemoryCluster
-    clock: FakeClock = field(default_factory=FakeClock)
-    metrics: RecordingFleetMetrics = field(default_factory=RecordingFleetMetrics)
-    engine: FleetEngine = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.engine = self.restart()
-
-    @property
-    def settings(self) -> ManagerSettings:
-        return ManagerSettings(
-            state_dir=self.state_dir, accelerator=CPU, drain_timeout_s=5, free_timeout_s=5
-        )
-
-    @property
-    def journal(self) -> Journal:
-        return Journal(self.settings.manager_dir)
-
-    def restart(self) -> FleetEngine:
-        """A new engine over the same state dir and cluster, reconciled (as after the
-        actor restarted)."""
-        journal = KillingJournal(self.settings.manager_dir, self.cluster.kill)
-        self.engine = FleetEngine(
-            self.settings, self.cluster.ports, journal, self.metrics, self.clock
-        )
-        self.engine.reconcile()
-        return self.engine
-
-
-@pytest.fixture
-def fleet(tmp_path: Path) -> Fleet:
-    return Fleet(tmp_path / "state", MemoryCluster(tmp_path / "nodes"))

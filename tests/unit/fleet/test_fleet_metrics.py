@@ -9,15 +9,11 @@ from typing import Any
 
 import pytest
 
-from cluster.fleet.fleet_metrics import (
-    NodeUsage,
-    RayFleetMetrics,
-    RecordingFleetMetrics,
-    SwapSubject,
-)
+from cluster.fleet.fleet_metrics import NodeUsage, RecordingFleetMetrics, SwapSubject
 from cluster.fleet.journal import Journal
 from cluster.fleet.operation_recorder import OperationRecorder
 from cluster.telemetry.gauge_sampler import accelerator_resource, node_usage
+from cluster.telemetry.ray_fleet_metrics import RayFleetMetrics
 from domain.deployment_config import AcceleratorConfig, ModelDeploymentConfig
 from domain.metric_names import Kind, MetricSpec
 from domain.model_state import ModelState

@@ -15,13 +15,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from cluster.inventory.node_roles import (
-    NodeIdentity,
-    cache_dir_for,
-    identity_of,
-    is_ingress,
-)
+from cluster.inventory.node_roles import NodeIdentity, cache_dir_for, is_ingress
 from cluster.inventory.overrides import NodeOverride, load_inventory_config
+from cluster.inventory.ray_node_entry import identity_of
 from cluster.ray_adapters.ray_nodes import weight_nodes
 from cluster.staging.replica_weights import node_config
 from cluster.staging.staging_config import StagingConfig

@@ -1,22 +1,12 @@
-"""benchmarks/soak.py's report: percentiles, error counting, memory growth (no stack)."""
+"""The soak suite's report (benchmarks/soak.py): percentiles, error counting, memory growth (no
+stack)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
-# benchmarks/ holds scripts, not a package (mypy maps each file as a top-level module), so the
-# script is loaded from its path.
-_SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "soak.py"
-_spec = importlib.util.spec_from_file_location("soak_script", _SCRIPT)
-assert _spec is not None and _spec.loader is not None
-soak_script: Any = importlib.util.module_from_spec(_spec)
-sys.modules["soak_script"] = soak_script  # dataclasses resolve their module by name
-_spec.loader.exec_module(soak_script)
-Sample, Soak, SoakConfig = soak_script.Sample, soak_script.Soak, soak_script.SoakConfig
-_error_of, percentile, summary = soak_script._error_of, soak_script.percentile, soak_script.summary
+from benchmarks.soak import Sample, Soak, SoakConfig, _error_of, percentile, summary
 
 
 def _soak(samples: list[Any]) -> Any:

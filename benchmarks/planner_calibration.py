@@ -1,10 +1,11 @@
 """How close `switchyard plan`'s predictions come to published measurements.
 
-Not a test: it prints predicted / measured for each figure below, and rewrites the
-calibration block of BENCHMARKS.md with `--write`. Every measured figure names its source;
-none of them was used to tune a constant unless its row says "fitted".
+Not a test: it prints predicted / measured for each figure below, writes them to
+benchmarks/results/planner_calibration.json, and redraws the suite's block in BENCHMARKS.md
+with `--write`. Every measured figure names its source; none of them was used to tune a
+constant unless its row says "fitted".
 
-    python benchmarks/calibrate_planner.py [--write]
+    python -m benchmarks run planner-calibration [--write]
 
 Sources:
 - story: ../shared/reference/README.md section 1 (8x RTX PRO 6000 Blackwell, PCIe), and the
@@ -27,10 +28,13 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import re
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
+from benchmarks.records import run_record, write_block
+from benchmarks.suites import BENCHMARKS_MD, REPO_ROOT, RESULTS, suite_of
+from cluster.miniature_generator.reference import load_reference_config
 from policies.admission import AdmissionRequest, Candidate, admit
 from policies.engine_memory import EngineSettings, MemoryTerm, cuda_graph_bytes
 from policies.hf_config import parse_hf_config
@@ -42,10 +46,8 @@ from policies.parameters import model_bytes
 from policies.throughput import throughput
 from policies.units import GIB
 
-REPO = Path(__file__).resolve().parents[1]
-CONFIGS = REPO / "cluster" / "miniature" / "reference_configs"
-FIXTURES = REPO / "tests" / "unit" / "policies" / "fixtures"
-BEGIN, END = "<!-- calibrate_planner:begin -->", "<!-- calibrate_planner:end -->"
+SUITE = suite_of(__name__)
+FIXTURES = REPO_ROOT / "tests" / "unit" / "policies" / "fixtures"
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ class Row:
 
 
 def _spec(name: str) -> ModelSpec:
-    return parse_hf_config(json.loads((CONFIGS / f"{name}.config.json").read_text()))
+    return parse_hf_config(load_reference_config(f"{name}.config.json"))
 
 
 def _qwen3_coder_480b() -> ModelSpec:
@@ -198,21 +200,22 @@ def table(found: list[Row]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def markdown(document: dict[str, Any]) -> str:
+    """The suite's block in BENCHMARKS.md, from its result file."""
+    found = [Row(**row) for row in document["rows"]]
+    return f"Command: `{document['command']}`\n\n{table(found)}"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog=SUITE.command, description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
-    args = parser.parse_args()
-    text = table(rows())
-    print(text)
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--markdown", type=Path, default=BENCHMARKS_MD)
+    args = parser.parse_args(argv)
+    document = {**run_record(SUITE, argv), "rows": [asdict(row) for row in rows()]}
+    print(table([Row(**row) for row in document["rows"]]))
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / SUITE.result.name).write_text(json.dumps(document, indent=2) + "\n")
     if args.write:
-        path = REPO / "BENCHMARKS.md"
-        body = path.read_text()
-        block = (
-            f"{BEGIN}\nCommand: `python benchmarks/calibrate_planner.py --write`\n\n{text}\n{END}"
-        )
-        pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
-        path.write_text(pattern.sub(block, body) if BEGIN in body else body + "\n" + block + "\n")
-
-
-if __name__ == "__main__":
-    main()
+        write_block(args.markdown, SUITE, markdown(document))
+    return 0

@@ -1,0 +1,161 @@
+"""The fleet registry, as the CLI talks to it: typed calls on the registry actor.
+
+`RegistryApi` is what commands are written against; `RayRegistryClient` is it on the
+registry actor (`serve_apps/registry/registry_actor.py`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from domain.exit_codes import UserInputError
+from domain.status_report import EndpointStatus
+from domain.tenant_keys import TenantTable
+from serve_apps.registry.engine_endpoint import EngineEndpoint
+from serve_apps.registry.routing_table import RoutingTable
+
+
+@dataclass(frozen=True)
+class RegistryView:
+    """What `status` shows of the registry, read in one round trip."""
+
+    table: RoutingTable
+    facts: dict[str, Any]
+    """What `up` recorded: the endpoint, the dashboard, the ingress endpoints, the keys file."""
+    tenants: TenantTable | None
+    """The published tenant table; None when the endpoint has no keys."""
+    tenant_usage: list[dict[str, Any]]
+    """The top tenants over the last 60 s."""
+
+
+class RegistryApi(Protocol):
+    def view(self) -> RegistryView: ...
+
+    def facts(self) -> dict[str, Any]: ...
+
+    def set_fact(self, key: str, value: Any) -> None: ...
+
+    def set_tenants(self, table: TenantTable) -> int:
+        """Publish `table` to every gateway replica; the version the registry now holds (a
+        newer one than `table.version` means another publish won)."""
+        ...
+
+    def ingress_endpoints(self) -> list[EndpointStatus]:
+        """Every ingress node's gateway `up` recorded, with whether its node is alive and
+        how many of its gateway replicas run now."""
+        ...
+
+    def engine_endpoints(self) -> list[EngineEndpoint]:
+        """Where each engine replica answers HTTP directly (the gateway's fast data path)."""
+        ...
+
+
+class RayRegistryClient:
+    """`RegistryApi` on the registry actor."""
+
+    def __init__(self, actor: Any) -> None:
+        self._actor = actor
+
+    @classmethod
+    def connect(cls, address: str) -> RayRegistryClient:
+        """Join the cluster at `address` and find its registry; UserInputError when no
+        Switchyard stack runs there."""
+        from cluster.startup.ray_runtime import connect
+        from serve_apps.registry.registry_actor import registry_actor
+
+        connect(address)
+        try:
+            return cls(registry_actor(create=False))
+        except ValueError:
+            raise UserInputError(
+                f"no Switchyard stack runs on {address} (no registry actor)"
+            ) from None
+
+    @classmethod
+    def create(cls) -> RayRegistryClient:
+        """The registry of the cluster this process has joined, created on the head node if
+        it does not run."""
+        from serve_apps.registry.registry_actor import registry_actor
+
+        return cls(registry_actor())
+
+    def view(self) -> RegistryView:
+        import ray
+
+        table, facts, tenants, usage = ray.get(
+            [
+                self._actor.table.remote(),
+                self._actor.facts.remote(),
+                self._actor.tenants.remote(-1),
+                self._actor.tenant_usage.remote(),
+            ]
+        )
+        return RegistryView(table, facts, tenants, usage)
+
+    def facts(self) -> dict[str, Any]:
+        import ray
+
+        facts: dict[str, Any] = ray.get(self._actor.facts.remote())
+        return facts
+
+    def set_fact(self, key: str, value: Any) -> None:
+        import ray
+
+        ray.get(self._actor.set_fact.remote(key, value))
+
+    def set_tenants(self, table: TenantTable) -> int:
+        import ray
+
+        version: int = ray.get(self._actor.set_tenants.remote(table))
+        return version
+
+    def engine_endpoints(self) -> list[EngineEndpoint]:
+        import ray
+
+        endpoints: list[EngineEndpoint] = ray.get(self._actor.engine_endpoints.remote())
+        return endpoints
+
+    def ingress_endpoints(self) -> list[EndpointStatus]:
+        import ray
+
+        from cluster.ray_adapters.serve_control import ServeControl
+        from serve_apps.registry.registry_actor import ENDPOINTS_FACT
+
+        recorded = self.facts().get(ENDPOINTS_FACT)
+        if not isinstance(recorded, list) or not recorded:
+            return []
+        nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
+        alive = {str(n.get("NodeID")) for n in nodes if n.get("Alive")}
+        running: dict[str, int] | None
+        try:
+            running = ServeControl().running_replicas()
+        except Exception:  # Serve's controller restarting: the rest of the status still counts
+            running = None
+        return endpoint_statuses(recorded, alive, running)
+
+
+def endpoint_statuses(
+    recorded: list[Any], alive: set[str], running: dict[str, int] | None
+) -> list[EndpointStatus]:
+    """The recorded ingress endpoints (`ENDPOINTS_FACT`) with their node's liveness and their
+    gateway app's running replicas (None: unknown)."""
+    endpoints = []
+    for entry in recorded:
+        if not isinstance(entry, dict):
+            continue
+        node_id = str(entry.get("node_id", ""))
+        app = str(entry.get("app", ""))
+        endpoints.append(
+            EndpointStatus(
+                url=f"{entry.get('url')}/v1",
+                node=str(entry.get("node", node_id[:12])),
+                node_ip=str(entry.get("node_ip", "")),
+                head=bool(entry.get("head")),
+                app=app,
+                # The head's entry may have no id (a stack without a Ray node table).
+                alive=node_id in alive or (bool(entry.get("head")) and not node_id),
+                running_replicas=None if running is None else running.get(app, 0),
+            )
+        )
+    return endpoints
