@@ -24,7 +24,7 @@ from typing import Any
 from benchmarks.records import run_record, write_block
 from benchmarks.suites import BENCHMARKS_MD, REPO_ROOT, RESULTS, suite_of
 from policies.admission import AdmissionRequest, admit
-from policies.hf_config import load_model_spec
+from policies.checkpoint.hf_config import load_model_spec
 from policies.inventory import ClusterInventory
 
 SUITE = suite_of(__name__)

@@ -36,13 +36,13 @@ from benchmarks.records import run_record, write_block
 from benchmarks.suites import BENCHMARKS_MD, REPO_ROOT, RESULTS, suite_of
 from cluster.miniature_generator.reference import load_reference_config
 from policies.admission import AdmissionRequest, Candidate, admit
+from policies.checkpoint.hf_config import parse_hf_config
+from policies.checkpoint.model_spec import ModelSpec
+from policies.checkpoint.parameters import model_bytes
 from policies.engine_memory import EngineSettings, MemoryTerm, cuda_graph_bytes
-from policies.hf_config import parse_hf_config
 from policies.inventory import ClusterInventory, gpu_profile
 from policies.layout import Layout
 from policies.memory import KvCacheDtype, kv_bytes_per_token_per_layer, request_kv_bytes
-from policies.model_spec import ModelSpec
-from policies.parameters import model_bytes
 from policies.throughput import throughput
 from policies.units import GIB
 
@@ -91,7 +91,7 @@ def _candidate(spec: ModelSpec, weights_gib: float, layout: Layout, gpus: int) -
 
 
 def _at_concurrency(spec: ModelSpec, weights_gib: float, layout: Layout, concurrency: int) -> float:
-    from policies.weights import override_weights
+    from policies.checkpoint.weights import override_weights
 
     shape = model_bytes(spec).scaled_to(override_weights(spec, int(weights_gib * GIB)))
     return throughput(

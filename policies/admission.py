@@ -26,6 +26,9 @@ from enum import StrEnum
 from typing import Any
 
 from policies.batch_defaults import batch_defaults
+from policies.checkpoint.model_spec import ModelSpec
+from policies.checkpoint.parameters import ModelBytes, model_bytes
+from policies.checkpoint.weights import WeightSize, estimate_weights, override_weights
 from policies.cost_model import decode_cost
 from policies.engine_memory import EngineSettings, cuda_context_bytes
 from policies.errors import InvalidRequest
@@ -37,13 +40,10 @@ from policies.layout_rules import (
     tensor_parallel_within_node,
 )
 from policies.memory import KvCacheDtype, estimate_memory
-from policies.model_spec import ModelSpec
-from policies.parameters import ModelBytes, model_bytes
 from policies.placement import place
 from policies.reasons import Reason, ReasonCode
 from policies.throughput import throughput
 from policies.units import gib
-from policies.weights import WeightSize, estimate_weights, override_weights
 
 
 class Objective(StrEnum):

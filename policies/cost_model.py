@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from policies.checkpoint.model_spec import ModelSpec
+from policies.checkpoint.parameters import LayerBytes, ModelBytes
 from policies.inventory import GpuProfile
 from policies.layout import Layout
 from policies.memory import KvCacheDtype, kv_bytes_per_token_per_layer, pipeline_stages
-from policies.model_spec import ModelSpec
-from policies.parameters import LayerBytes, ModelBytes
 from policies.units import ceil_div
 
 CEILING_CONTEXT_TOKENS = 1024

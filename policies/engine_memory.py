@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from types import MappingProxyType
 
+from policies.checkpoint.model_spec import ModelSpec
 from policies.inventory import GpuProfile, Interconnect
 from policies.layout import Layout
-from policies.model_spec import ModelSpec
 from policies.units import GIB, MIB, ceil_div
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from policies.checkpoint.model_spec import ModelSpec
+from policies.checkpoint.module_groups import ModuleGroup
 from policies.inventory import GpuProfile, Interconnect
 from policies.layout import Layout
-from policies.model_spec import ModelSpec
-from policies.module_groups import ModuleGroup
 from policies.reasons import Reason, ReasonCode
 
 ModelRule = Callable[[ModelSpec, Layout], Reason | None]

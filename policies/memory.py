@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from policies.checkpoint.model_spec import ModelSpec
+from policies.checkpoint.parameters import LayerBytes, ModelBytes
 from policies.engine_memory import EngineSettings, MemoryTerm, non_kv_breakdown
 from policies.inventory import GpuProfile
 from policies.layout import Layout
-from policies.model_spec import ModelSpec
-from policies.parameters import LayerBytes, ModelBytes
 from policies.units import ceil_div
 
 KV_BLOCK_TOKENS = 16

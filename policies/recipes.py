@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from policies.model_spec import ModelSpec
+from policies.checkpoint.model_spec import ModelSpec
 from policies.reasons import Reason, ReasonCode
 
 RECIPES_COMMIT: Final = "8959cf6"

@@ -28,6 +28,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from policies.checkpoint.model_spec import ModelSpec
+from policies.checkpoint.module_groups import ModuleGroup
+from policies.checkpoint.parameters import ModelBytes
+from policies.checkpoint.quantization import QuantFormat
 from policies.cost_model import collective_s, link_for
 from policies.inventory import GpuProfile
 from policies.layout import Layout
@@ -38,10 +42,6 @@ from policies.memory import (
     kv_proj_share,
     pipeline_stages,
 )
-from policies.model_spec import ModelSpec
-from policies.module_groups import ModuleGroup
-from policies.parameters import ModelBytes
-from policies.quantization import QuantFormat
 from policies.units import ceil_div
 
 THROUGHPUT_CONTEXT_TOKENS = 1024

@@ -127,7 +127,7 @@ async def llm_server_asgi_app(server: Any) -> Any:
 def llm_server_engine_client(server: Any) -> Any:
     """The vLLM `AsyncLLM` inside an `LLMServer`'s running engine: Ray Serve LLM's engine
     wrapper keeps it in a private attribute. The replica asks it whether any request is in
-    flight (`engine_idle_gauges.py`)."""
+    flight (`engine/idle_gauges.py`)."""
     engine = server.engine
     client = getattr(engine, "_engine_client", None)
     if client is None:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 from domain.deployment_config import LayoutConfig, ModelDeploymentConfig
 from policies.admission import AdmissionRequest, Decision, Objective, admit
-from policies.hf_config import load_model_spec
+from policies.checkpoint.hf_config import load_model_spec
+from policies.checkpoint.weights import weights_from_model_dir
 from policies.inventory import ClusterInventory
 from policies.layout import Layout
 from policies.memory import KvCacheDtype
-from policies.weights import weights_from_model_dir
 
 
 def admission_request(

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from domain.deployment_config import ModelDeploymentConfig
+from policies.checkpoint.hf_config import load_model_spec
 from policies.errors import PolicyInputError
-from policies.hf_config import load_model_spec
 from policies.recipes import recipe_for, remote_code_refusal
 
 _CODE_FILES = ("config.json", "tokenizer_config.json")

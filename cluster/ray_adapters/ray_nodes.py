@@ -1,12 +1,12 @@
 """`NodePort` on Ray: weights staged on every node that may host a replica, hardware probed
 on every node.
 
-Which nodes: every alive node that offers the fleet's accelerator (the stand-in resource on
-CPU clusters, `GPU` otherwise), since Ray, not the manager, picks a replica's node. Each of
-them judges its own disk before any downloads (`stage_across_nodes`), so a node that cannot
-take the weights refuses the operation, by name, before anything is drained. A replica
-still looks on its own node before vLLM starts (`node_weights.py`): a node that joined after
-staging gets the weights then.
+Which nodes: every alive node that offers the fleet's accelerator (the stand-in resource on CPU
+clusters, `GPU` otherwise), since Ray, not the manager, picks a replica's node. Each of them
+judges its own disk before any downloads (`stage_across_nodes`), so a node that cannot take the
+weights refuses the operation, by name, before anything is drained. A replica still looks on its
+own node before vLLM starts (`staging/replica_weights.py`): a node that joined after staging
+gets the weights then.
 """
 
 from __future__ import annotations

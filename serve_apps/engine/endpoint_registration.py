@@ -1,7 +1,7 @@
 """An engine replica's direct HTTP port: listened on, token-guarded, and kept registered.
 
-Shared by the vLLM engine replica (`direct_engine_server.py`) and the fake engine replica
-(`fake_engine_server.py`), so both are reached exactly alike: the gateway reads the address
+Shared by the vLLM engine replica (`engine/vllm_replica.py`) and the fake engine replica
+(`engine/fake_engine_replica.py`), so both are reached exactly alike: the gateway reads the address
 and token from the fleet registry and streams from the replica's own port.
 """
 

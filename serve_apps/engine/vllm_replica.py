@@ -5,7 +5,7 @@ the handle methods the manager's warm-up and the gateway's fallback call). On to
 replica serves the same engine through vLLM's OpenAI app (the code `vllm serve` runs) on a
 port of its node, and registers that address with the fleet registry so gateways can stream
 from it without a Ray Serve handle hop per token (`endpoint_registration.py`). It also keeps
-the engine's scheduler gauges exported while it is idle (`engine_idle_gauges.py`). Only
+the engine's scheduler gauges exported while it is idle (`engine/idle_gauges.py`). Only
 `model_app.py` refers to this class (as Ray Serve LLM's `deployment_cls`).
 """
 

@@ -1,12 +1,12 @@
 """The OpenAI-compatible endpoint: one ASGI app in front of every model.
 
-The guard (`gateway_guard.py`) checks every request; the model endpoints' POSTs then go
+The guard (`gateway/guard.py`) checks every request; the model endpoints' POSTs then go
 straight to the handler (`model_routes.py`), everything else to a FastAPI app.
 
 A plain class. It resolves the request's `model` (a name or an alias) through the live
 routing table (`route_resolver.py`, which holds requests for aliases a swap is moving), and
-forwards the rest to the model's engines through a `ModelBackend` (`request_forwarding.py`).
-Ray Serve wraps it in `gateway_app.py`.
+forwards the rest to the model's engines through a `ModelBackend` (`relay/forwarder.py`).
+Ray Serve wraps it in `gateway/serve_deployment.py`.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class Gateway:
             self._metrics,
             report_in_flight,
         )
-        # The relay writes body chunks with the server's own send (relay_response.py); the
+        # The relay writes body chunks with the server's own send (relay/client_response.py); the
         # guard checks every request, the model endpoints skip FastAPI's layers.
         self.app = keep_server_send(
             GatewayGuard(

@@ -7,7 +7,7 @@ ways:
 
 - pushed, when the answer comes from an engine's port and the server is uvicorn's httptools
   one (`uvicorn_internals.chunk_writer`): the engine connection writes each chunk to the
-  client's socket from inside the read that brought it (`stream_relay.py`); only the end of
+  client's socket from inside the read that brought it (`relay/streamed_answer.py`); only the end of
   the response goes back through the server's `send`;
 - pulled otherwise (the Serve handle's answers, another server, a test client): chunks from
   an async generator, each written with the server's own `send`, which `keep_server_send`

@@ -1,6 +1,6 @@
 """The gateway's fast data path: stream from an engine replica's own HTTP port.
 
-The replica serves vLLM's OpenAI app next to its Serve handle (`direct_engine_server.py`)
+The replica serves vLLM's OpenAI app next to its Serve handle (`engine/vllm_replica.py`)
 and registers the address (`engine_endpoint.py`). This backend posts the client's body there
 and passes the bytes on undecoded, whole SSE events at a time; when a model has no known
 endpoint, or its endpoint refuses the connection before answering, the request goes

@@ -6,7 +6,7 @@ port refused the connection it yields the Serve handle's items instead (nothing 
 the engine, so that is safe).
 
 Pushed (`push_to`), each run of whole events goes to an `EventSink` from inside the read
-that brought it (`engine_connection.py`): the per-token path of a stream once its first
+that brought it (`relay/engine_connections.py`): the per-token path of a stream once its first
 token is out, with no task switch per chunk.
 """
 

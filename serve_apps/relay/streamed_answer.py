@@ -11,7 +11,7 @@ Two ways through:
   `send`; every backend's items (the handle's objects, the engine's bytes) can take it;
 - pushed: `push(writer)` hands the engine connection a sink (`events`, `ended`) that writes
   each chunk to the client's socket from inside the read that brought it
-  (`direct_stream.py`, `uvicorn_internals.py`). About half of the relay's CPU per chunk was
+  (`direct_stream.py`, `internals.py`). About half of the relay's CPU per chunk was
   the generators, tasks and ASGI messages the pulled way costs (BENCHMARKS.md).
 """
 

@@ -1,7 +1,7 @@
 """A count over the last 60 s, kept per whole second of wall-clock time.
 
 Seconds are absolute (Unix time), so windows kept by gateway replicas on different nodes
-line up when they are added together (`tenant_gate.py`, `registry.py`); clocks of one
+line up when they are added together (`tenant_gate.py`, `registry/registry_actor.py`); clocks of one
 cluster agree to well under a second.
 """
 

@@ -20,9 +20,9 @@ from domain.exit_codes import ExitCode, UserInputError
 if TYPE_CHECKING:
     from cluster.staging.space_gate import DiskVerdict
     from policies.admission import Decision
+    from policies.checkpoint.model_spec import ModelSpec
+    from policies.checkpoint.weights import WeightSize
     from policies.inventory import ClusterInventory
-    from policies.model_spec import ModelSpec
-    from policies.weights import WeightSize
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -243,8 +243,8 @@ def _disk_verdicts(args: argparse.Namespace, need_bytes: int) -> list[DiskVerdic
 
 def _load_model(model: str) -> tuple[ModelSpec, WeightSize | None, str]:
     """(spec, measured weights or None, where the config came from)."""
-    from policies.hf_config import load_model_spec
-    from policies.weights import weights_from_model_dir
+    from policies.checkpoint.hf_config import load_model_spec
+    from policies.checkpoint.weights import weights_from_model_dir
 
     path = Path(model).expanduser()
     if path.is_dir():
@@ -261,8 +261,8 @@ def _load_model(model: str) -> tuple[ModelSpec, WeightSize | None, str]:
 
 def _load_from_hub(repo_id: str) -> tuple[ModelSpec, WeightSize | None, str]:
     """Fetch config.json and, if the repo has one, the safetensors index; nothing else."""
-    from policies.hf_config import load_model_spec
-    from policies.weights import INDEX_FILENAME, weights_from_index
+    from policies.checkpoint.hf_config import load_model_spec
+    from policies.checkpoint.weights import INDEX_FILENAME, weights_from_index
 
     try:
         from huggingface_hub import hf_hub_download

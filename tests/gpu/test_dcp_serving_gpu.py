@@ -14,7 +14,7 @@ import pytest
 from cluster.miniature_generator import write_miniature
 from domain.deployment_config import ModelDeploymentConfig
 from policies.admission import AdmissionRequest, admit
-from policies.hf_config import load_model_spec
+from policies.checkpoint.hf_config import load_model_spec
 from policies.inventory import ClusterInventory, gpu_profile
 from policies.layout import Layout
 from serve_apps.engine.model_app import engine_kwargs_for

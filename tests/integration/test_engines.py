@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from cluster.miniature_generator import MINIATURES, write_miniature
-from policies.hf_config import load_model_spec
+from policies.checkpoint.hf_config import load_model_spec
 from policies.layout import Layout
 from policies.memory import KvCacheDtype, kv_bytes_per_token_per_gpu
 from tests.support.vllm_cpu import needs_vllm_cpu

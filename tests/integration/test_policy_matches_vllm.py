@@ -21,7 +21,7 @@ import pytest
 
 from cluster.miniature_generator import write_miniature
 from policies.admission import AdmissionRequest, admit
-from policies.hf_config import load_model_spec
+from policies.checkpoint.hf_config import load_model_spec
 from policies.inventory import ClusterInventory, GpuProfile
 from policies.layout import Layout
 from policies.layout_rules import (

@@ -13,7 +13,7 @@ from cluster.inventory.policy_inventory import policy_inventory, profile_for
 from cluster.inventory.records import GpuFactSource, NodeFacts
 from domain.deployment_config import AcceleratorConfig
 from policies.admission import AdmissionRequest, admit
-from policies.hf_config import load_model_spec
+from policies.checkpoint.hf_config import load_model_spec
 from policies.inventory import Interconnect, gpu_profile
 from tests.unit.inventory.test_inventory_overrides import cpu_probe, gpu_probe
 

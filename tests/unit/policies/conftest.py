@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from policies.hf_config import parse_hf_config
-from policies.model_spec import ModelSpec
+from policies.checkpoint.hf_config import parse_hf_config
+from policies.checkpoint.model_spec import ModelSpec
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -7,14 +7,14 @@ from collections.abc import Callable
 import pytest
 
 from policies.admission import AdmissionRequest, Decision, admit
+from policies.checkpoint.model_spec import ModelSpec
+from policies.checkpoint.weights import WeightSize, WeightSource, override_weights
 from policies.errors import InvalidRequest
 from policies.inventory import ClusterInventory
 from policies.layout import Layout
 from policies.memory import KvCacheDtype
-from policies.model_spec import ModelSpec
 from policies.reasons import ReasonCode
 from policies.units import GIB
-from policies.weights import WeightSize, WeightSource, override_weights
 
 SpecOf = Callable[[str], ModelSpec]
 

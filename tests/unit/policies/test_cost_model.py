@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from policies.checkpoint.model_spec import ModelSpec
+from policies.checkpoint.parameters import model_bytes
 from policies.cost_model import decode_cost
 from policies.inventory import gpu_profile
 from policies.layout import Layout
 from policies.memory import KvCacheDtype
-from policies.model_spec import ModelSpec
-from policies.parameters import model_bytes
 
 
 def _tok_s(spec: ModelSpec, layout: Layout, gpu: str, gpus_per_node: int = 8) -> float:

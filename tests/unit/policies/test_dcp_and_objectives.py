@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 
 from policies.admission import AdmissionRequest, Decision, Objective, admit
+from policies.checkpoint.model_spec import ModelSpec
+from policies.checkpoint.parameters import model_bytes
 from policies.inventory import ClusterInventory, GpuProfile, gpu_profile
 from policies.layout import Layout
 from policies.layout_rules import (
@@ -15,8 +17,6 @@ from policies.layout_rules import (
     decode_context_parallel_fits_kv_heads,
 )
 from policies.memory import KvCacheDtype, kv_bytes_per_token_per_gpu
-from policies.model_spec import ModelSpec
-from policies.parameters import model_bytes
 from policies.reasons import ReasonCode
 from policies.throughput import saturation_concurrency, throughput
 from policies.units import GIB

@@ -6,6 +6,7 @@ import pytest
 
 from policies.admission import AdmissionRequest, admit
 from policies.batch_defaults import BatchLimits, UsageContext, batch_defaults
+from policies.checkpoint.model_spec import ModelSpec
 from policies.engine_memory import (
     CUDA_CONTEXT_BYTES,
     EngineSettings,
@@ -22,7 +23,6 @@ from policies.engine_memory import (
 )
 from policies.inventory import ClusterInventory, GpuProfile, gpu_profile
 from policies.layout import Layout
-from policies.model_spec import ModelSpec
 from policies.reasons import ReasonCode
 from policies.units import GIB, MIB
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
+from policies.checkpoint.model_spec import ModelSpec
 from policies.inventory import Interconnect
 from policies.layout import Layout
 from policies.layout_rules import (
@@ -20,7 +21,6 @@ from policies.layout_rules import (
     pipeline_stages_have_layers,
     tensor_parallel_within_node,
 )
-from policies.model_spec import ModelSpec
 from policies.reasons import ReasonCode
 
 SpecOf = Callable[[str], ModelSpec]
@@ -112,8 +112,8 @@ def test_dense_mlp_dimensions_are_checked_with_vllms_partition_message(
 
 
 def test_shared_experts_stay_split_by_tp_even_with_expert_parallel(kimi: ModelSpec) -> None:
-    from policies.module_groups import ModuleGroup
-    from policies.quantization import QuantFormat, QuantSpec
+    from policies.checkpoint.module_groups import ModuleGroup
+    from policies.checkpoint.quantization import QuantFormat, QuantSpec
 
     block_fp8 = QuantSpec(
         format=QuantFormat.FP8_BLOCK,

@@ -7,6 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
+from policies.checkpoint.model_spec import ModelSpec
+from policies.checkpoint.parameters import model_bytes
+from policies.checkpoint.weights import override_weights
 from policies.engine_memory import EngineSettings
 from policies.inventory import gpu_profile
 from policies.layout import Layout
@@ -19,10 +22,7 @@ from policies.memory import (
     request_kv_bytes,
     weights_per_gpu_by_stage,
 )
-from policies.model_spec import ModelSpec
-from policies.parameters import model_bytes
 from policies.units import GIB
-from policies.weights import override_weights
 
 SpecOf = Callable[[str], ModelSpec]
 SERVER_DEFAULTS = EngineSettings(max_num_batched_tokens=8192, max_num_seqs=1024)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from policies.checkpoint.hf_config import SUPPORTED_ARCHITECTURES, load_model_spec, parse_hf_config
+from policies.checkpoint.model_spec import AttentionKind, ModelFamily, ModelSpec
+from policies.checkpoint.module_groups import ModuleGroup
+from policies.checkpoint.parameters import parameter_counts
+from policies.checkpoint.quantization import QuantFormat
 from policies.errors import InvalidConfig, UnsupportedModel
-from policies.hf_config import SUPPORTED_ARCHITECTURES, load_model_spec, parse_hf_config
-from policies.model_spec import AttentionKind, ModelFamily, ModelSpec
-from policies.module_groups import ModuleGroup
-from policies.parameters import parameter_counts
-from policies.quantization import QuantFormat
 from tests.unit.policies.conftest import FIXTURES, fixture_config, reference_config
 
 SpecOf = Callable[[str], ModelSpec]

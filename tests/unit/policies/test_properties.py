@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.admission import AdmissionRequest, Candidate, admit
-from policies.hf_config import parse_hf_config
+from policies.checkpoint.hf_config import parse_hf_config
+from policies.checkpoint.model_spec import ModelSpec
 from policies.inventory import BUILTIN_GPU_PROFILES, ClusterInventory, Interconnect
 from policies.layout_rules import MODEL_RULES
-from policies.model_spec import ModelSpec
 
 QUANTS: list[dict[str, Any] | None] = [
     None,

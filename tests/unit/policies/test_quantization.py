@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from policies.checkpoint.module_groups import ModuleGroup
+from policies.checkpoint.quantization import QuantFormat, module_matches, parse_quantization
 from policies.errors import InvalidConfig, UnsupportedModel
-from policies.module_groups import ModuleGroup
-from policies.quantization import QuantFormat, module_matches, parse_quantization
 
 NAMES = {
     ModuleGroup.ATTENTION: "model.layers.1.self_attn.q_proj",

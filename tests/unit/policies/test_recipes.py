@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from policies.hf_config import SUPPORTED_ARCHITECTURES, load_model_spec
+from policies.checkpoint.hf_config import SUPPORTED_ARCHITECTURES, load_model_spec
 from policies.reasons import ReasonCode
 from policies.recipes import RECIPES, recipe_for, remote_code_refusal
 from switchyard.engine_args import parser_names

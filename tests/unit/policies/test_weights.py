@@ -8,10 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from policies.errors import InvalidConfig
-from policies.model_spec import ModelSpec
-from policies.units import GIB
-from policies.weights import (
+from policies.checkpoint.model_spec import ModelSpec
+from policies.checkpoint.weights import (
     WeightSize,
     WeightSource,
     estimate_weights,
@@ -21,6 +19,8 @@ from policies.weights import (
     weights_from_index,
     weights_from_model_dir,
 )
+from policies.errors import InvalidConfig
+from policies.units import GIB
 from tests.unit.policies.safetensors_files import write_safetensors
 
 SpecOf = Callable[[str], ModelSpec]

@@ -1,7 +1,7 @@
 """The typed, normalised model spec: what the policy knows about a model.
 
-Parsed once from a Hugging Face `config.json` (`policies/hf_config.py`) and read everywhere
-else; nothing downstream looks at the raw config again.
+Parsed once from a Hugging Face `config.json` (`policies/checkpoint/hf_config.py`) and read
+everywhere else; nothing downstream looks at the raw config again.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from policies.quantization import QuantSpec
+from policies.checkpoint.quantization import QuantSpec
 
 
 class ModelFamily(StrEnum):

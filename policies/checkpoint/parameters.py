@@ -23,12 +23,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from policies.model_spec import AttentionKind, ModelSpec
-from policies.module_groups import ModuleGroup
+from policies.checkpoint.model_spec import AttentionKind, ModelSpec
+from policies.checkpoint.module_groups import ModuleGroup
 from policies.units import ceil_div
 
 if TYPE_CHECKING:
-    from policies.weights import WeightSize
+    from policies.checkpoint.weights import WeightSize
 
 
 @dataclass(frozen=True)

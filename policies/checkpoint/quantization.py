@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from policies.checkpoint.module_groups import ModuleGroup
 from policies.errors import InvalidConfig, UnsupportedModel
-from policies.module_groups import ModuleGroup
 
 
 class QuantFormat(StrEnum):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from policies.module_groups import ModuleGroup
+from policies.checkpoint.module_groups import ModuleGroup
 
 LLAMA_MODULES: Final[Mapping[ModuleGroup, str]] = {
     ModuleGroup.ATTENTION: "model.layers.1.self_attn.q_proj",

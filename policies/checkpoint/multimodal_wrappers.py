@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from policies.config_fields import first_architecture
+from policies.checkpoint.config_fields import first_architecture
+from policies.checkpoint.model_spec import ModelSpec
+from policies.checkpoint.spec_assembly import PP_ARCHITECTURES
 from policies.errors import InvalidConfig
-from policies.model_spec import ModelSpec
-from policies.spec_assembly import PP_ARCHITECTURES
 
 
 @dataclass(frozen=True)

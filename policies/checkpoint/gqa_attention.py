@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policies.config_fields import nonnegative_int, positive_int
+from policies.checkpoint.config_fields import nonnegative_int, positive_int
+from policies.checkpoint.model_spec import AttentionKind, AttentionSpec
 from policies.errors import InvalidConfig
-from policies.model_spec import AttentionKind, AttentionSpec
 
 
 def gqa_attention(

@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policies.config_fields import nonnegative_int, positive_int
-from policies.errors import InvalidConfig
-from policies.model_spec import (
+from policies.checkpoint.config_fields import nonnegative_int, positive_int
+from policies.checkpoint.model_spec import (
     AttentionKind,
     AttentionSpec,
     MlaDims,
@@ -20,8 +19,9 @@ from policies.model_spec import (
     MoeSpec,
     SparseIndexerDims,
 )
-from policies.module_names import DEEPSEEK_MODULES
-from policies.spec_assembly import assemble_spec
+from policies.checkpoint.module_names import DEEPSEEK_MODULES
+from policies.checkpoint.spec_assembly import assemble_spec
+from policies.errors import InvalidConfig
 
 
 def parse_deepseek_mla(cfg: Mapping[str, Any], arch: str) -> ModelSpec:

@@ -15,18 +15,18 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from policies.config_fields import first_architecture
-from policies.errors import InvalidConfig, UnsupportedModel
-from policies.gqa_families import (
+from policies.checkpoint.config_fields import first_architecture
+from policies.checkpoint.gqa_families import (
     parse_glm4_moe,
     parse_gpt_oss,
     parse_llama_like,
     parse_minimax_m2,
     parse_qwen3_moe,
 )
-from policies.mla_families import parse_deepseek_mla
-from policies.model_spec import ModelSpec
-from policies.multimodal_wrappers import WRAPPERS, with_wrapper, wrapped_text_config
+from policies.checkpoint.mla_families import parse_deepseek_mla
+from policies.checkpoint.model_spec import ModelSpec
+from policies.checkpoint.multimodal_wrappers import WRAPPERS, with_wrapper, wrapped_text_config
+from policies.errors import InvalidConfig, UnsupportedModel
 
 Parser = Callable[[Mapping[str, Any], str], ModelSpec]
 

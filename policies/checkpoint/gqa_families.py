@@ -9,18 +9,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policies.config_fields import nonnegative_int, positive_int
-from policies.errors import InvalidConfig, UnsupportedModel
-from policies.gqa_attention import gqa_attention, sliding_layers
-from policies.model_spec import ModelFamily, ModelSpec, MoeSpec
-from policies.module_names import (
+from policies.checkpoint.config_fields import nonnegative_int, positive_int
+from policies.checkpoint.gqa_attention import gqa_attention, sliding_layers
+from policies.checkpoint.model_spec import ModelFamily, ModelSpec, MoeSpec
+from policies.checkpoint.module_names import (
     DEEPSEEK_MODULES,
     GPT_OSS_MODULES,
     LLAMA_MODULES,
     MINIMAX_MODULES,
     QWEN_MOE_MODULES,
 )
-from policies.spec_assembly import assemble_spec
+from policies.checkpoint.spec_assembly import assemble_spec
+from policies.errors import InvalidConfig, UnsupportedModel
 
 
 def parse_llama_like(cfg: Mapping[str, Any], arch: str) -> ModelSpec:

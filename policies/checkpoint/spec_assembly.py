@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from policies.config_fields import dtype_bytes, positive_int
-from policies.model_spec import AttentionSpec, ModelFamily, ModelSpec, MoeSpec
-from policies.module_groups import ModuleGroup
-from policies.quantization import parse_quantization
+from policies.checkpoint.config_fields import dtype_bytes, positive_int
+from policies.checkpoint.model_spec import AttentionSpec, ModelFamily, ModelSpec, MoeSpec
+from policies.checkpoint.module_groups import ModuleGroup
+from policies.checkpoint.quantization import parse_quantization
 
 # Model classes that implement SupportsPP in vLLM 0.32 (checked in each model file).
 PP_ARCHITECTURES: Final = frozenset(
@@ -45,7 +45,8 @@ def assemble_spec(
     mtp_layers: int,
     names: Mapping[ModuleGroup, str],
 ) -> ModelSpec:
-    """`names`: the architecture's module names (`policies.module_names`) for quantization."""
+    """`names`: the architecture's module names (`policies.checkpoint.module_names`) for
+    quantization."""
     bytes_per_element = dtype_bytes(cfg)
     model_type = cfg.get("model_type")
     return ModelSpec(

@@ -17,9 +17,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
 
+from policies.checkpoint.model_spec import ModelSpec
+from policies.checkpoint.parameters import model_bytes
 from policies.errors import InvalidConfig
-from policies.model_spec import ModelSpec
-from policies.parameters import model_bytes
 
 INDEX_FILENAME: Final = "model.safetensors.index.json"
 SINGLE_FILENAME: Final = "model.safetensors"
