@@ -6,7 +6,7 @@ start: the guard adds `X-Request-Id`). The body then goes one of two
 ways:
 
 - pushed, when the answer comes from an engine's port and the server is uvicorn's httptools
-  one (`uvicorn_internals.chunk_writer`): the engine connection writes each chunk to the
+  one (`internals.chunk_writer`): the engine connection writes each chunk to the
   client's socket from inside the read that brought it (`relay/streamed_answer.py`); only the end of
   the response goes back through the server's `send`;
 - pulled otherwise (the Serve handle's answers, another server, a test client): chunks from
@@ -52,7 +52,7 @@ def keep_server_send(app: ASGIApp) -> ASGIApp:
 
 
 class RelaySource(Protocol):
-    """A streamed answer (`stream_relay.StreamRelay`): pulled as chunks, or pushed."""
+    """A streamed answer (`streamed_answer.StreamRelay`): pulled as chunks, or pushed."""
 
     def chunks(self) -> AsyncIterator[bytes]: ...
 

@@ -9,11 +9,11 @@ from serve_apps.gateway.http_errors import unavailable
 from serve_apps.registry.routing_table import ModelRoute
 
 Method = Literal["chat", "completions", "responses", "embeddings", "tokenize", "detokenize"]
-"""The model server's endpoints the gateway forwards to (`direct_http_backend._PATHS`)."""
+"""The model server's endpoints the gateway forwards to (`direct_backend._PATHS`)."""
 
 HANDLE_METHODS: frozenset[Method] = frozenset({"chat", "completions"})
 """What the Serve-handle fallback can carry: the methods whose requests the gateway parses
-into vLLM's request objects (`gateway_app.parse_openai_request`). The rest of the surface
+into vLLM's request objects (`serve_deployment.parse_openai_request`). The rest of the surface
 travels on the direct path only."""
 
 

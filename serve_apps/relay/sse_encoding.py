@@ -18,7 +18,7 @@ def as_json(item: Any) -> Any:
 def sse_text(item: Any) -> str:
     """A handle-path item as SSE text: lists of event strings, event strings, or a response
     object, which becomes one `data:` event. (The direct path's items are the engine's
-    bytes and skip this: `request_forwarding._sse_bytes`.)"""
+    bytes and skip this: `forwarder._sse_bytes`.)"""
     if isinstance(item, list):
         return "".join(sse_text(part) for part in item)
     if isinstance(item, str):

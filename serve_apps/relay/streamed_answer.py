@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 
 class ClientWriter(Protocol):
-    """The client's socket, for body chunks (`uvicorn_internals.ChunkWriter`)."""
+    """The client's socket, for body chunks (`internals.ChunkWriter`)."""
 
     def write(self, data: bytes) -> None: ...
 
