@@ -6,7 +6,6 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from domain.exit_codes import ExitCode
-from domain.fleet_file import fleet_file_text
 from switchyard.commands.diff import add_connection_arguments
 
 if TYPE_CHECKING:
@@ -34,5 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
 def export(manager: ManagerApi) -> int:
     """Print the live fleet as a fleet file."""
+    from domain.fleet_file import fleet_file_text
+
     print(fleet_file_text(manager.export_fleet()), end="")
     return ExitCode.OK

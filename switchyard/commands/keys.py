@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from domain.exit_codes import ExitCode, UserInputError
-from domain.tenant_keys import KEYS_FILE_FACT, TenantTable, read_keys_file
 
 if TYPE_CHECKING:
     from cluster.clients.registry_client import RegistryApi
+    from domain.tenant_keys import TenantTable
 
 
 def register(subparsers: Any) -> None:
@@ -38,6 +38,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cluster.clients.registry_client import RayRegistryClient
+    from domain.tenant_keys import read_keys_file
     from switchyard.operation_runner import resolve_address
 
     # A file given here is read before anything connects: a bad one changes nothing.
@@ -49,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
 def reload_keys(registry: RegistryApi, table: TenantTable | None, *, as_json: bool) -> int:
     """Publish `table` (or, when None, the keys file `up --keys` named, read again) to every
     gateway replica through the registry."""
+    from domain.tenant_keys import KEYS_FILE_FACT, read_keys_file
+
     if table is None:
         named = registry.facts().get(KEYS_FILE_FACT)
         if not named:
