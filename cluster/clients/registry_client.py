@@ -6,6 +6,7 @@ registry actor (`serve_apps/registry/registry_actor.py`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -41,9 +42,9 @@ class RegistryApi(Protocol):
         newer one than `table.version` means another publish won)."""
         ...
 
-    def ingress_endpoints(self) -> list[EndpointStatus]:
-        """Every ingress node's gateway `up` recorded, with whether its node is alive and
-        how many of its gateway replicas run now."""
+    def ingress_endpoints(self, facts: Mapping[str, Any]) -> list[EndpointStatus]:
+        """Every ingress node's gateway `up` recorded in `facts` (the registry's), with
+        whether its node is alive and how many of its gateway replicas run now."""
         ...
 
     def engine_endpoints(self) -> list[EngineEndpoint]:
@@ -116,13 +117,13 @@ class RayRegistryClient:
         endpoints: list[EngineEndpoint] = ray.get(self._actor.engine_endpoints.remote())
         return endpoints
 
-    def ingress_endpoints(self) -> list[EndpointStatus]:
+    def ingress_endpoints(self, facts: Mapping[str, Any]) -> list[EndpointStatus]:
         import ray
 
         from cluster.ray_adapters.serve_control import ServeControl
         from serve_apps.registry.registry_actor import ENDPOINTS_FACT
 
-        recorded = self.facts().get(ENDPOINTS_FACT)
+        recorded = facts.get(ENDPOINTS_FACT)
         if not isinstance(recorded, list) or not recorded:
             return []
         nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]

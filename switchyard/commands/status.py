@@ -76,7 +76,7 @@ def status_report(address: str, registry: RegistryApi, manager: ManagerApi | Non
     ]
     managed = None if manager is None else manager.view()
     return StatusReport(
-        endpoints=registry.ingress_endpoints(),
+        endpoints=registry.ingress_endpoints(facts),
         address=address,
         endpoint=facts.get("endpoint"),
         dashboard_url=facts.get("dashboard_url"),

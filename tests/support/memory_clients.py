@@ -114,8 +114,8 @@ class MemoryRegistryClient:
     def engine_endpoints(self) -> list[EngineEndpoint]:
         return self.call(self.registry.engine_endpoints())
 
-    def ingress_endpoints(self) -> list[EndpointStatus]:
-        recorded = self.facts().get(ENDPOINTS_FACT)
+    def ingress_endpoints(self, facts: Mapping[str, Any]) -> list[EndpointStatus]:
+        recorded = facts.get(ENDPOINTS_FACT)
         if not isinstance(recorded, list):
             return []
         return endpoint_statuses(recorded, set(self.alive_nodes), self.running_replicas)
