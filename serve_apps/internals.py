@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import inspect
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,6 +240,53 @@ def vllm_parser_names(kind: Literal["tool", "reasoning"]) -> frozenset[str] | No
 # --- The self-check
 
 
+class GcsKeyValue:
+    """The GCS's key-value store, as Serve's controller keeps its checkpoints in it
+    (`ray.serve._private.storage.kv_store.RayInternalKVStore`): the one store a Ray cluster
+    has that outlives an actor's process and, with GCS fault tolerance, the head's. Ray's
+    public API has none (`ray.experimental.internal_kv` has no timeout, and a GCS that is
+    away would block the caller for its whole reconnect timeout).
+
+    Built lazily, in the process that uses it: a `GcsClient` does not pickle."""
+
+    def __init__(self, namespace: str, timeout_s: float) -> None:
+        self._namespace = namespace.encode()
+        self._timeout_s = timeout_s
+        self._client: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_client": None}
+
+    def _gcs(self) -> Any:
+        if self._client is None:
+            import ray
+
+            # Compiled; its stub does not declare the class.
+            gcs_client = importlib.import_module("ray._raylet").GcsClient
+            self._client = gcs_client(address=ray.get_runtime_context().gcs_address)
+        return self._client
+
+    def get(self, key: str) -> bytes | None:
+        value: bytes | None = self._gcs().internal_kv_get(
+            key.encode(), namespace=self._namespace, timeout=self._timeout_s
+        )
+        return value
+
+    def put(self, key: str, value: bytes) -> None:
+        self._gcs().internal_kv_put(
+            key.encode(),
+            value,
+            overwrite=True,
+            namespace=self._namespace,
+            timeout=self._timeout_s,
+        )
+
+    def delete(self, key: str) -> None:
+        self._gcs().internal_kv_del(
+            key.encode(), False, namespace=self._namespace, timeout=self._timeout_s
+        )
+
+
 @dataclass(frozen=True)
 class _Requirement:
     what: str
@@ -258,6 +306,19 @@ def _has(module: str, *attributes: str) -> Callable[[], bool]:
         return True
 
     return check
+
+
+def _gcs_client_has_timed_kv() -> bool:
+    """`GcsClient`'s key-value calls take `timeout` (checked on Serve's own store, which
+    calls them the same way)."""
+    try:
+        from ray.serve._private.storage import kv_store
+    except ImportError:
+        return False
+    source = inspect.getsource(kv_store.RayInternalKVStore)
+    return all(f"internal_kv_{verb}(" in source for verb in ("get", "put", "del")) and (
+        "timeout=self.timeout" in source and _has("ray._raylet", "GcsClient")()
+    )
 
 
 def _has_replica_state_running() -> bool:
@@ -353,6 +414,9 @@ REQUIREMENTS: Final[tuple[_Requirement, ...]] = (
         _has("ray._private.state", "available_resources_per_node"),
     ),
     _Requirement("ray.serve._private.common.ReplicaState.RUNNING", _has_replica_state_running),
+    _Requirement(
+        "ray._raylet.GcsClient.internal_kv_get/put/del with timeout", _gcs_client_has_timed_kv
+    ),
     _Requirement(
         "ray.serve._private.constants.SERVE_CONTROLLER_NAME / SERVE_NAMESPACE",
         _has("ray.serve._private.constants", "SERVE_CONTROLLER_NAME", "upper"),

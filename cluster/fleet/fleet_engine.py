@@ -26,7 +26,7 @@ from cluster.fleet.model_health import HealthChange, health_changes
 from cluster.fleet.operation_recorder import OperationRecorder
 from cluster.fleet.ports import Clock, ClusterPorts, DeployFailed, SystemClock
 from cluster.fleet.preflight import preflight
-from cluster.fleet.reconcile import reconcile
+from cluster.fleet.reconcile import reconcile, republish
 from cluster.fleet.swap_flow import swap
 from cluster.inventory.policy_inventory import policy_inventory
 from domain.deployment_config import ModelDeploymentConfig
@@ -316,6 +316,12 @@ class FleetEngine:
         if not self._ready.is_set() or not self._lock.acquire(blocking=False):
             return []
         try:
+            if not ctx.ports.routes.is_open():
+                # The registry restarted without its saved state (a store that lost it):
+                # rebuild its table from the journal's desired state, then let it publish.
+                republish(ctx)
+                ctx.journal.append({"event": "registry_rebuilt", "at": now()})
+                log.warning("the registry had lost its table; rebuilt from the journal")
             models = ctx.desired.state.models
             table = ctx.ports.routes.routing_table()
             published = {n: table.models[n].state for n in models if n in table.models}

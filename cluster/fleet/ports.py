@@ -66,6 +66,13 @@ class AppStatus(StrEnum):
 class RoutePort(Protocol):
     def routing_table(self) -> RoutingTable: ...
 
+    def is_open(self) -> bool:
+        """False when the registry restarted without its saved state: it publishes nothing
+        until the manager has rebuilt the table (reconcile.republish) and opened it."""
+
+    def open_table(self) -> None:
+        """The table is whole again: the registry may publish it to the gateways."""
+
     def put_route(self, route: ModelRoute) -> None: ...
 
     def set_route_state(self, name: str, state: ModelState, error: str | None = None) -> None: ...

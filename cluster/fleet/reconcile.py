@@ -220,6 +220,7 @@ def republish(ctx: FleetContext) -> None:
     desired = ctx.desired.state
     table = routes.routing_table()
     statuses = serve.statuses()
+    rebuilding = not routes.is_open()
     for name, model in desired.models.items():
         published = table.models.get(name)
         running = statuses.get(model.app.app) is AppStatus.RUNNING
@@ -230,6 +231,10 @@ def republish(ctx: FleetContext) -> None:
         )
         if running and not ready:
             routes.put_route(model_route(model.app, model.config, ModelState.READY))
+        elif rebuilding and not running and published is None:
+            # A registry rebuilt while this model has no replica: listed, and 503 (not 404)
+            # until the health watch sees it running again.
+            routes.put_route(model_route(model.app, model.config, ModelState.DEGRADED))
     for alias, name in desired.aliases.items():
         if table.aliases.get(alias) != name:
             routes.set_alias(alias, name)
@@ -239,3 +244,6 @@ def republish(ctx: FleetContext) -> None:
     for app_name in statuses:
         if AppName.parse(app_name) is not None and app_name not in wanted:
             serve.delete(app_name)
+    # Last: a registry that lost its state publishes the table only once it is whole.
+    if rebuilding:
+        routes.open_table()

@@ -22,6 +22,13 @@ class RegistryRoutes:
         table: RoutingTable = self._call("table")
         return table
 
+    def is_open(self) -> bool:
+        is_open: bool = self._call("is_open")
+        return is_open
+
+    def open_table(self) -> None:
+        self._call("open_table")
+
     def put_route(self, route: ModelRoute) -> None:
         self._call("put_model", route)
 

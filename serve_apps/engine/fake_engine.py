@@ -23,6 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 DEFAULT_MAX_TOKENS = 16
 TOKEN_TEXT = " tok"
+FAILING_PROMPT = "switchyard-fake-engine: fail this request"
+"""A prompt the stand-in answers with vLLM's own 500 (`InternalServerError`), as vLLM does
+for a request its tool parser or chat template breaks on: the engine stays healthy."""
 
 
 class FakeEngineSettings(BaseModel):
@@ -50,7 +53,7 @@ class FakeEngineError(Exception):
         return {
             "error": {
                 "message": str(self),
-                "type": "BadRequestError",
+                "type": "BadRequestError" if self.status < 500 else "InternalServerError",
                 "param": None,
                 "code": self.status,
             }
@@ -114,6 +117,8 @@ class FakeEngine:
 
     def plan(self, kind: str, body: Mapping[str, Any]) -> tuple[int, int]:
         """(prompt tokens, tokens to generate); raises FakeEngineError as vLLM would."""
+        if FAILING_PROMPT in json.dumps(body.get("messages") or body.get("prompt") or ""):
+            raise FakeEngineError(500, "the request broke the engine's tool parser")
         prompt = self.prompt_tokens(kind, body)
         wanted = body.get("max_completion_tokens") or body.get("max_tokens")
         generate = DEFAULT_MAX_TOKENS if wanted is None else wanted

@@ -93,7 +93,7 @@ class FakeEngineReplica:
                 return
             yield await self._engine.complete(kind, body)
         except FakeEngineError as exc:
-            yield _ErrorResponse(_ErrorInfo(str(exc), exc.status))
+            yield _ErrorResponse(_ErrorInfo(str(exc), exc.status, exc.body()["error"]["type"]))
 
     async def __del__(self) -> None:
         direct = getattr(self, "_direct", None)

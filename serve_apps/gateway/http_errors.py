@@ -70,20 +70,46 @@ def parser_message(exc: BaseException) -> str:
     return " ".join(line.strip() for line in lines[:3])
 
 
+ENGINE_DEAD_MESSAGE = "EngineCore encountered an issue"
+"""How vLLM's EngineDeadError message starts (vllm/v1/engine/exceptions.py): the engine
+process is gone, so Serve replaces the replica and the same request will succeed."""
+
+
+def engine_failure_is_transient(status: int, message: str) -> bool:
+    """Whether an engine's 5xx is "come back later" (503 + Retry-After) rather than the
+    engine's answer to this request (500 `server_error`, which a retry would only repeat).
+
+    Transient: the engine said 503 itself (vLLM's RetryableRequestError, an overload), its
+    core died (EngineDeadError, and a replacement is on the way), or its generate loop failed
+    without a word (EngineGenerateError has no message: what vLLM answers while its core is
+    going down). Anything else, a 500 from the chat template or a tool parser say, is
+    deterministic for that request.
+    """
+    if status == 503:
+        return True
+    return status >= 500 and (message.startswith(ENGINE_DEAD_MESSAGE) or not message.strip())
+
+
 def model_server_error(item: Any, retry_after_s: int) -> GatewayError | None:
-    """An OpenAI error object from the model server (vLLM's ErrorResponse), if `item` is one."""
+    """An OpenAI error object from the model server (vLLM's ErrorResponse), if `item` is one.
+
+    4xx keep their status. 5xx split by `engine_failure_is_transient`: a dead or
+    overloaded engine becomes 503 + Retry-After (`model_unavailable`'s type), the engine's
+    own 500 (or 501) for this request keeps its status with OpenAI's `server_error` type. An
+    error object with no usable status is the engine's own failure: 500.
+    """
     error = getattr(item, "error", None)
     if error is None or not hasattr(error, "message"):
         return None
     status = getattr(error, "code", 500)
     status = status if isinstance(status, int) and 400 <= status < 600 else 500
+    message = str(error.message)
     retry = None
-    if status >= 500:
-        # Engine-side failures (dead engine, overload) are transient for the client.
+    if status >= 500 and engine_failure_is_transient(status, message):
         status, retry = 503, retry_after_s
     return GatewayError(
         status,
-        str(error.message),
+        message,
         code=getattr(error, "type", None),
         param=getattr(error, "param", None),
         retry_after_s=retry,

@@ -45,7 +45,13 @@ class GatewayError(Exception):
         return body
 
     def headers(self) -> dict[str, str]:
-        return {} if self.retry_after_s is None else {"Retry-After": str(self.retry_after_s)}
+        if self.retry_after_s is not None:
+            return {"Retry-After": str(self.retry_after_s)}
+        if self.status >= 500:
+            # A failure the gateway does not know to be transient (an engine's own 500):
+            # OpenAI's clients retry every 5xx unless told not to, and would only repeat it.
+            return {"x-should-retry": "false"}
+        return {}
 
 
 def error_body(

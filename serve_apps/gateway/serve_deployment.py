@@ -98,9 +98,9 @@ class RegistryClient:
             self._handle = registry_actor(create=False)
         return self._handle
 
-    async def fetch(self, known_version: int, timeout_s: float) -> RoutingTable:
-        table: RoutingTable = await self._registry().wait_for_change.remote(
-            known_version, timeout_s
+    async def fetch(self, known: RoutingTable, timeout_s: float) -> RoutingTable | None:
+        table: RoutingTable | None = await self._registry().wait_for_change.remote(
+            known.version, timeout_s, known.epoch
         )
         return table
 

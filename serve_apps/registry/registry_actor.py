@@ -4,22 +4,34 @@ A plain class; `registry_actor()` turns it into a detached, named Ray actor so t
 replicas, `switchyard status` and the manager all see the same table. Readers long-poll
 `wait_for_change`, so a new model or alias reaches every gateway replica at once without
 redeploying the gateway.
+
+Its state survives its process (registry_snapshot.py): every change is written to the
+store before it is published, and a restarted registry starts from the saved table, same
+version and epoch, so the gateways see nothing happen. A registry that finds no saved state
+publishes nothing until the manager has rebuilt the table from its journal and called
+`open_table` (a table the gateways would take as "every model is gone" is never sent).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 from domain.model_state import ModelState
 from domain.tenant_keys import TenantTable
-from serve_apps.internals import head_node_resources
+from serve_apps.internals import GcsKeyValue, head_node_resources
 from serve_apps.registry.engine_endpoint import EngineEndpoint
+from serve_apps.registry.registry_snapshot import SNAPSHOT_KEY, RegistrySnapshot, RegistryStore
 from serve_apps.registry.routing_table import ModelRoute, RoutingTable
 from serve_apps.tenants.tenant_gate import UsageDelta
 from serve_apps.tenants.usage_book import TenantUsageBook
+
+log = logging.getLogger(__name__)
 
 REGISTRY_ACTOR_NAME = "switchyard-registry"
 SWITCHYARD_NAMESPACE = "switchyard"
@@ -27,26 +39,58 @@ ENDPOINTS_FACT = "endpoints"
 """The ingress nodes `up` deployed a gateway on: a list of `IngressNode.to_json()`
 (`cluster/startup/ingress_nodes.py`). `status` lists them; engine replicas bind their direct port
 where those gateways can reach it."""
+_STORE_TIMEOUT_S = 5.0
+"""A write to the store waits at most this long: with the GCS away a fleet change fails
+fast instead of hanging (the manager's operations fail with it, and change nothing)."""
 _FORGET_REPORT_S = 60.0
 """A gateway replica silent this long is forgotten (its node died, or Serve replaced it):
 `in_flight` already ignores it after `fresh_s`; this only bounds the table."""
 
 
 class FleetRegistry:
-    """Holds the current RoutingTable and facts about the stack (endpoint, dashboard)."""
+    """Holds the current RoutingTable and facts about the stack (endpoint, dashboard).
 
-    def __init__(self) -> None:
-        self._table = RoutingTable()
+    `store` None: nothing is kept beyond this object (unit tests of what reads it); such a
+    registry starts open, as one restored from a snapshot does."""
+
+    def __init__(self, store: RegistryStore | None = None) -> None:
+        self._store = store
         self._facts: dict[str, Any] = {}
         # gateway replica id -> (monotonic time, table version it has seen, in-flight counts)
         self._reports: dict[str, tuple[float, int, dict[str, int]]] = {}
+        self._started = time.monotonic()
         self._changed: asyncio.Condition | None = None
+        self._writing: asyncio.Lock | None = None
+        self._endpoints_saver: asyncio.Task[None] | None = None
         # (app, replica id) -> (monotonic time of the last registration, endpoint)
         self._engine_endpoints: dict[tuple[str, str], tuple[float, EngineEndpoint]] = {}
         # The newest tenant table (`up --keys`, `keys reload`); None: the gateways keep the
         # one they were deployed with.
         self._tenants: TenantTable | None = None
         self._usage = TenantUsageBook()
+        saved = store.get(SNAPSHOT_KEY) if store is not None else None
+        snapshot = RegistrySnapshot.decode(saved) if saved is not None else None
+        self.restored = snapshot is not None
+        """Whether this registry started from saved state (a restart), not empty."""
+        if snapshot is None:
+            self._table = RoutingTable(epoch=uuid.uuid4().hex[:12])
+            self._open = store is None
+            return
+        self._table = snapshot.table
+        self._open = snapshot.table_open
+        self._facts = dict(snapshot.facts)
+        self._tenants = snapshot.tenants
+        now = time.monotonic()
+        # Fresh as of now: a replica that no longer registers expires as it would have.
+        for endpoint in snapshot.engine_endpoints:
+            self._engine_endpoints[(endpoint.app_name, endpoint.replica_id)] = (now, endpoint)
+        log.warning(
+            "registry restored: table version %d (epoch %s), %d models, %d engine endpoints",
+            self._table.version,
+            self._table.epoch,
+            len(self._table.live_models()),
+            len(self._engine_endpoints),
+        )
 
     def _condition(self) -> asyncio.Condition:
         # Created on first use so it binds to the actor's running event loop.
@@ -54,47 +98,122 @@ class FleetRegistry:
             self._changed = asyncio.Condition()
         return self._changed
 
-    async def _publish(self, table: RoutingTable) -> RoutingTable:
-        condition = self._condition()
-        async with condition:
-            self._table = table
-            condition.notify_all()
-        return table
+    def _write_lock(self) -> asyncio.Lock:
+        if self._writing is None:
+            self._writing = asyncio.Lock()
+        return self._writing
+
+    def _snapshot(
+        self,
+        *,
+        table: RoutingTable | None = None,
+        table_open: bool | None = None,
+        facts: dict[str, Any] | None = None,
+        tenants: TenantTable | None = None,
+    ) -> RegistrySnapshot:
+        return RegistrySnapshot(
+            table=self._table if table is None else table,
+            table_open=self._open if table_open is None else table_open,
+            facts=self._facts if facts is None else facts,
+            tenants=self._tenants if tenants is None else tenants,
+            engine_endpoints=tuple(e for _, e in self._engine_endpoints.values()),
+        )
+
+    async def _save(self, snapshot: RegistrySnapshot) -> None:
+        """Write before publishing: what a gateway or the manager has seen survives a
+        restart. Raises when the store does not answer in time (the change is not made)."""
+        if self._store is None:
+            return
+        await asyncio.wait_for(
+            asyncio.to_thread(self._store.put, SNAPSHOT_KEY, snapshot.encode()),
+            _STORE_TIMEOUT_S + 1.0,
+        )
+
+    async def _publish(self, change: Callable[[RoutingTable], RoutingTable]) -> RoutingTable:
+        async with self._write_lock():
+            table = change(self._table)
+            await self._save(self._snapshot(table=table))
+            condition = self._condition()
+            async with condition:
+                self._table = table
+                condition.notify_all()
+            return table
+
+    def _save_endpoints_soon(self) -> None:
+        """Engine endpoints are written behind: a replica registers on every health check,
+        which must not wait on (or fail with) the store; the set changes rarely."""
+        if self._store is None or (
+            self._endpoints_saver is not None and not self._endpoints_saver.done()
+        ):
+            return
+
+        async def save() -> None:
+            await asyncio.sleep(0.5)  # one write for a burst of registrations
+            async with self._write_lock():
+                try:
+                    await self._save(self._snapshot())
+                except Exception as exc:
+                    log.warning("engine endpoints not saved (%r); they re-register anyway", exc)
+
+        self._endpoints_saver = asyncio.get_running_loop().create_task(save())
+
+    async def is_open(self) -> bool:
+        """Whether gateways get this table: False only after a restart that found no saved
+        state, until the manager has rebuilt the table and called `open_table`."""
+        return self._open
+
+    async def open_table(self) -> RoutingTable:
+        """The manager's word that the table is whole: publish it to the gateways."""
+        async with self._write_lock():
+            if not self._open:
+                await self._save(self._snapshot(table_open=True))
+                condition = self._condition()
+                async with condition:
+                    self._open = True
+                    condition.notify_all()
+                log.warning("routing table opened at version %d", self._table.version)
+            return self._table
 
     async def table(self) -> RoutingTable:
         return self._table
 
-    async def wait_for_change(self, known_version: int, timeout_s: float) -> RoutingTable:
-        """Return as soon as the table's version differs from `known_version`, or at timeout."""
+    async def wait_for_change(
+        self, known_version: int, timeout_s: float, known_epoch: str = ""
+    ) -> RoutingTable | None:
+        """The table as soon as it differs from the caller's (`known_version` of
+        `known_epoch`), or at timeout; None while the table is not open."""
+
+        def changed() -> bool:
+            table = self._table
+            return self._open and (table.version != known_version or table.epoch != known_epoch)
+
         condition = self._condition()
         async with condition:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    condition.wait_for(lambda: self._table.version != known_version), timeout_s
-                )
-            return self._table
+                await asyncio.wait_for(condition.wait_for(changed), timeout_s)
+            return self._table if self._open else None
 
     async def put_model(self, route: ModelRoute) -> RoutingTable:
-        return await self._publish(self._table.with_model(route))
+        return await self._publish(lambda t: t.with_model(route))
 
     async def set_state(
         self, name: str, state: ModelState, error: str | None = None
     ) -> RoutingTable:
-        return await self._publish(self._table.with_state(name, state, error))
+        return await self._publish(lambda t: t.with_state(name, state, error))
 
     async def remove_model(self, name: str, replaced_by: str | None = None) -> RoutingTable:
-        return await self._publish(self._table.without_model(name, replaced_by))
+        return await self._publish(lambda t: t.without_model(name, replaced_by))
 
     async def set_alias(self, alias: str, name: str) -> RoutingTable:
-        return await self._publish(self._table.with_alias(alias, name))
+        return await self._publish(lambda t: t.with_alias(alias, name))
 
     async def switch(
         self, route: ModelRoute, aliases: frozenset[str], replaced: str | None
     ) -> RoutingTable:
-        return await self._publish(self._table.with_switch(route, aliases, replaced))
+        return await self._publish(lambda t: t.with_switch(route, aliases, replaced))
 
     async def set_held(self, aliases: frozenset[str], ends_at: float | None = None) -> RoutingTable:
-        return await self._publish(self._table.with_held(aliases, ends_at))
+        return await self._publish(lambda t: t.with_held(aliases, ends_at))
 
     async def report_in_flight(self, replica: str, version: int, counts: dict[str, int]) -> None:
         """Each gateway replica (of every ingress node's gateway app) reports its in-flight
@@ -108,8 +227,11 @@ class FleetRegistry:
     async def in_flight(self, app: str, min_version: int, fresh_s: float = 5.0) -> int | None:
         """Requests in flight for the Serve app `app` across live gateway replicas; None
         until every live replica has seen table version `min_version` (so none can still
-        start one)."""
+        start one). None also for `fresh_s` after this registry started: the reports were
+        not saved, and a gateway it has not heard from yet may have requests in flight."""
         now = time.monotonic()
+        if self._store is not None and now - self._started < fresh_s:
+            return None
         total = 0
         for at, version, counts in self._reports.values():
             if now - at > fresh_s:
@@ -124,10 +246,14 @@ class FleetRegistry:
         """An engine replica's direct HTTP address; replicas register again on every health
         check, which keeps the entry fresh."""
         key = (endpoint.app_name, endpoint.replica_id)
+        known = self._engine_endpoints.get(key)
         self._engine_endpoints[key] = (time.monotonic(), endpoint)
+        if known is None or known[1] != endpoint:
+            self._save_endpoints_soon()
 
     async def unregister_engine_endpoint(self, app_name: str, replica_id: str) -> None:
-        self._engine_endpoints.pop((app_name, replica_id), None)
+        if self._engine_endpoints.pop((app_name, replica_id), None) is not None:
+            self._save_endpoints_soon()
 
     async def engine_endpoints(self) -> list[EngineEndpoint]:
         """Registered endpoints; expired ones are forgotten (their replica died without
@@ -141,9 +267,11 @@ class FleetRegistry:
     async def set_tenants(self, table: TenantTable) -> int:
         """Publish a tenant table; an older one than the current is ignored. Returns the
         version in force."""
-        if self._tenants is None or table.version > self._tenants.version:
-            self._tenants = table
-        return self._tenants.version
+        async with self._write_lock():
+            if self._tenants is None or table.version > self._tenants.version:
+                await self._save(self._snapshot(tenants=table))
+                self._tenants = table
+            return self._tenants.version
 
     async def tenants(self, known_version: int) -> TenantTable | None:
         """The tenant table if newer than `known_version`, else None (nothing to send)."""
@@ -162,7 +290,10 @@ class FleetRegistry:
         return [u.to_json() for u in self._usage.top(time.time(), limit)]
 
     async def set_fact(self, key: str, value: Any) -> None:
-        self._facts[key] = value
+        async with self._write_lock():
+            facts = {**self._facts, key: value}
+            await self._save(self._snapshot(facts=facts))
+            self._facts = facts
 
     async def facts(self) -> dict[str, Any]:
         return dict(self._facts)
@@ -174,15 +305,20 @@ def registry_actor(*, create: bool = True) -> Any:
 
     actor_cls = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(FleetRegistry)
     if create:
+        store = GcsKeyValue(SWITCHYARD_NAMESPACE, timeout_s=_STORE_TIMEOUT_S)
         return actor_cls.options(
             name=REGISTRY_ACTOR_NAME,
             namespace=SWITCHYARD_NAMESPACE,
             lifetime="detached",
             get_if_exists=True,
             max_concurrency=1000,
-            # The table lives in memory: on a worker node it would be lost with that node
-            # (a restarted registry starts empty and every model would 404). Same node as
-            # the manager, which republishes it after its own restart.
+            # Beside the GCS it saves its state in, and the manager that rebuilds it.
             resources=head_node_resources(),
-        ).remote()
+        ).remote(store)
     return ray.get_actor(REGISTRY_ACTOR_NAME, namespace=SWITCHYARD_NAMESPACE)
+
+
+def forget_registry_state() -> None:
+    """Delete the registry's saved state (`down` on a cluster that keeps running: a later
+    `up` there must start empty, not restore this stack's table)."""
+    GcsKeyValue(SWITCHYARD_NAMESPACE, timeout_s=_STORE_TIMEOUT_S).delete(SNAPSHOT_KEY)

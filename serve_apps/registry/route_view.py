@@ -11,8 +11,10 @@ from serve_apps.registry.routing_table import RoutingTable
 
 log = logging.getLogger(__name__)
 
-FetchTable = Callable[[int, float], Awaitable[RoutingTable]]
-"""(known_version, timeout_s) -> the table once its version differs, or at timeout."""
+FetchTable = Callable[[RoutingTable, float], Awaitable[RoutingTable | None]]
+"""(the table held, timeout_s) -> the registry's table once it differs from it; None at
+timeout or while the registry has no table it may publish (it restarted without state and
+waits for the manager to rebuild it)."""
 
 
 class RouteView:
@@ -38,7 +40,7 @@ class RouteView:
     async def _follow(self) -> None:
         while True:
             try:
-                table = await self._fetch(self._table.version, self._poll_timeout_s)
+                table = await self._fetch(self._table, self._poll_timeout_s)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -47,8 +49,9 @@ class RouteView:
                 log.exception("routing table refresh failed; retrying in 1 s")
                 await asyncio.sleep(1.0)
                 continue
-            # `!=`, not `>`: a restarted registry starts counting again from 0.
-            if table.version != self._table.version:
+            # Older or emptier tables are refused (RoutingTable.supersedes): the table held
+            # keeps serving until the registry has one at least as new.
+            if table is not None and table.supersedes(self._table):
                 self._table = table
                 self.changed_at = asyncio.get_running_loop().time()
                 self._changed.set()

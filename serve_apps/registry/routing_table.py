@@ -29,9 +29,18 @@ class ModelRoute:
 
 @dataclass(frozen=True)
 class RoutingTable:
-    """An immutable, versioned snapshot. Every change makes a new table with version + 1."""
+    """An immutable, versioned snapshot. Every change makes a new table with version + 1.
+
+    Versions only grow within an `epoch`: the registry keeps the table in durable state and
+    restores it, version included, after a restart. A new epoch starts only when that state
+    is gone and the manager has rebuilt the table from its journal, so a gateway takes a
+    table from another epoch as the manager's word, and within its epoch only a newer one
+    (serve_apps/registry/route_view.py).
+    """
 
     version: int = 0
+    epoch: str = ""
+    """Which lineage of tables this is: minted by a registry that started without state."""
     # Plain dicts, never mutated after construction: the table crosses Ray actor
     # boundaries by pickling, which mappingproxy does not support.
     models: Mapping[str, ModelRoute] = field(default_factory=dict)
@@ -88,6 +97,12 @@ class RoutingTable:
     def with_held(self, aliases: frozenset[str], ends_at: float | None = None) -> RoutingTable:
         ends = ends_at if aliases else None
         return replace(self, version=self.version + 1, held_aliases=aliases, hold_ends_at=ends)
+
+    def supersedes(self, held: RoutingTable) -> bool:
+        """Whether a gateway holding `held` should take this table instead: newer in the
+        same epoch, or the first of a rebuilt epoch. Never an older table (a registry
+        restored from a stale copy) nor, as that implies, an emptier one."""
+        return self.epoch != held.epoch or self.version > held.version
 
     def aliases_of(self, name: str) -> tuple[str, ...]:
         return tuple(sorted(a for a, m in self.aliases.items() if m == name))

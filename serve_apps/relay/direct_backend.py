@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
+from serve_apps.gateway.http_errors import engine_failure_is_transient
 from serve_apps.loop_tasks import PeriodicRefresh
 from serve_apps.registry.engine_endpoint import EngineEndpoint
 from serve_apps.registry.routing_table import ModelRoute
@@ -155,9 +156,10 @@ class DirectHttpBackend:
         self._failed_at[url] = now
 
     def _note_engine_error(self, endpoint: EngineEndpoint, error: EngineHttpError) -> None:
-        """A server-side failure (a dead or overloaded engine): send the next requests to
-        the model's other replicas, or through the handle, until Serve has replaced it."""
-        if error.error.code >= 500:
+        """A dead or overloaded engine: send the next requests to the model's other
+        replicas, or through the handle, until Serve has replaced it. An engine's own 500
+        for one request says nothing about its health, so it is not avoided for it."""
+        if engine_failure_is_transient(error.error.code, error.error.message):
             self._mark_failed(endpoint.url)
             log.warning(
                 "engine %s answered %d (%s); avoiding it for %g s",

@@ -84,9 +84,21 @@ class MemoryRoutes:
     table: RoutingTable = field(default_factory=RoutingTable)
     in_flight_by_model: dict[str, int] = field(default_factory=dict)
     kill: KillSwitch = field(default_factory=KillSwitch)
+    table_open: bool = True
 
     def routing_table(self) -> RoutingTable:
         return self.table
+
+    def is_open(self) -> bool:
+        return self.table_open
+
+    def open_table(self) -> None:
+        self.table_open = True
+
+    def lose_state(self) -> None:
+        """A registry restarted with no saved state: an empty table of a new epoch, shut."""
+        self.table = RoutingTable(epoch=f"after-{self.table.epoch or 'start'}")
+        self.table_open = False
 
     def put_route(self, route: ModelRoute) -> None:
         self.table = self.table.with_model(route)

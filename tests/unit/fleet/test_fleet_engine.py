@@ -193,6 +193,25 @@ class TestHealth:
         health = [e for e in fleet.journal.entries() if e.get("event") == "health"]
         assert [e["state"] for e in health] == ["degraded", "ready"]
 
+    def test_a_registry_that_lost_its_table_is_rebuilt_whole_then_opened(
+        self, fleet: Fleet
+    ) -> None:
+        _add(fleet)
+        routes = fleet.cluster.routes
+        kept = routes.table
+        routes.lose_state()
+        fleet.engine.check_health()
+        assert routes.is_open()
+        assert routes.table.epoch != kept.epoch, "a new epoch: gateways take it as real"
+        assert routes.table.models == kept.models
+        assert routes.table.aliases == kept.aliases
+        rebuilt = [e for e in fleet.journal.entries() if e.get("event") == "registry_rebuilt"]
+        assert len(rebuilt) == 1
+        fleet.engine.check_health()
+        assert (
+            len([e for e in fleet.journal.entries() if e.get("event") == "registry_rebuilt"]) == 1
+        )
+
     def test_the_health_watch_skips_while_an_operation_runs(self, fleet: Fleet) -> None:
         _add(fleet)
         fleet.cluster.serve.apps.clear()

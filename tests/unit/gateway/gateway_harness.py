@@ -38,8 +38,8 @@ class FakeRegistry:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    async def fetch(self, known_version: int, timeout_s: float) -> RoutingTable:
-        if self.table.version == known_version:
+    async def fetch(self, known: RoutingTable, timeout_s: float) -> RoutingTable:
+        if not self.table.supersedes(known):
             with suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout_s)
         return self.table

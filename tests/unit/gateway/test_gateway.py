@@ -388,10 +388,37 @@ async def test_a_4xx_error_object_as_the_first_chunk_keeps_its_status() -> None:
     }
 
 
-@pytest.mark.parametrize("code", [500, 503, None, "oops"])
-async def test_a_5xx_or_unknown_error_object_as_the_first_chunk_gets_503(code: Any) -> None:
-    script = yields(error_response("engine is dead", code, "InternalServerError"))
+@pytest.mark.parametrize(
+    "message, code",
+    [
+        ("the engine is overloaded", 503),
+        ("EngineCore encountered an issue. See stack trace (above) for the root cause.", 500),
+        ("", 500),  # EngineGenerateError: the generate loop failed, as when the core dies
+    ],
+)
+async def test_a_dead_or_overloaded_engine_as_the_first_chunk_gets_503(
+    message: str, code: int
+) -> None:
+    script = yields(error_response(message, code, "InternalServerError"))
     async with serving(script=script) as h:
         response = await h.chat(CHAT)
     error = assert_unavailable(response)
-    assert error["message"] == "engine is dead"
+    assert error["message"] == message
+
+
+@pytest.mark.parametrize("code", [500, 501, None, "oops"])
+async def test_the_engines_own_500_for_a_request_stays_a_500_server_error(code: Any) -> None:
+    """A deterministic failure (a tool parser, a chat template): retrying would repeat it,
+    so no Retry-After, and the official client does not retry it as a 503."""
+    script = yields(error_response("tool parser failed", code, "InternalServerError"))
+    async with serving(script=script) as h:
+        response = await h.chat(CHAT)
+    assert response.status_code == (501 if code == 501 else 500), response.text
+    assert "retry-after" not in response.headers
+    assert response.headers["x-should-retry"] == "false"
+    assert error_of(response) == {
+        "message": "tool parser failed",
+        "type": "server_error",
+        "param": None,
+        "code": "InternalServerError",
+    }

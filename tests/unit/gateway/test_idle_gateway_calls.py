@@ -23,7 +23,7 @@ from serve_apps.tenants.tenant_sync import TenantSync
 pytestmark = pytest.mark.anyio
 
 
-async def _no_table(known: int, timeout_s: float) -> RoutingTable:
+async def _no_table(known: RoutingTable, timeout_s: float) -> RoutingTable:
     raise AssertionError("the reporter only reads the view's table")
 
 

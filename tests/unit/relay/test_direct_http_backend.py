@@ -56,6 +56,10 @@ class FakeEngineApp:
         raw = await request_body(receive)
         body = json.loads(raw)
         self.bodies.append(body)
+        if body.get("prompt") == "template-fails":
+            error = {"message": "tool parser failed", "type": "InternalServerError", "code": 500}
+            await self._answer(send, 500, {"error": {**error, "param": None}})
+            return
         if body.get("prompt") == "bad":
             await self._answer(
                 send,
@@ -193,6 +197,23 @@ async def test_a_dead_engines_error_event_before_any_token_becomes_a_503_and_is_
     # Until Serve replaces the replica, its requests go elsewhere (here: the handle).
     assert await collect(backend, {"model": "m", "prompt": "hi"}) == [{"via": "handle"}]
     assert fallback.calls == 1
+
+
+async def test_an_engines_own_500_stays_a_500_and_the_engine_keeps_its_requests(
+    engine: Any,
+) -> None:
+    _, listener = engine
+    backend, fallback = backend_with(endpoint_at(listener.url))
+    (item,) = await collect(backend, {"model": "m", "prompt": "template-fails"})
+    error = model_server_error(item, retry_after_s=5)
+    assert error is not None
+    assert (error.status, error.retry_after_s) == (500, None)
+    assert error.body()["error"]["type"] == "server_error"
+    # The engine is healthy: its next request still goes to it, not around it.
+    assert await collect(backend, {"model": "m", "prompt": "hi"}) == [
+        {"object": "text_completion", "model": "m"}
+    ]
+    assert fallback.calls == 0
 
 
 async def test_an_error_event_after_tokens_ends_the_stream_after_those_tokens(
