@@ -27,9 +27,10 @@ ifeq ($(HAS_GPU),)
 	# exist"); vLLM's text models need none of them, so remove them.
 	$(BIN)/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec || true
 endif
-	# A real Prometheus server for the observability tests, where apt is usable (root).
-	-command -v prometheus >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null) ; }
+	# A real Prometheus server for the observability tests, and redis-server for
+	# `up --gcs-store local` (a fault-tolerant head), where apt is usable (root).
+	-{ command -v prometheus && command -v redis-server ; } >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus redis-server >/dev/null) ; }
 	touch $(STAMP)
 
 run: setup

@@ -12,6 +12,8 @@ class ExitCode(IntEnum):
     """The request was valid but refused or undone: not admitted, rolled back."""
     BAD_INPUT = 2
     """The input could not be understood: unreadable file, unknown name, bad number."""
+    HEAD_UNAVAILABLE = 3
+    """The cluster's head does not answer (stopped, or recovering): nothing was done."""
 
 
 class UserInputError(Exception):
@@ -20,3 +22,15 @@ class UserInputError(Exception):
 
 class Rejected(Exception):
     """A valid request that Switchyard refused; the message says why."""
+
+
+class HeadUnavailable(Exception):
+    """The cluster's GCS does not answer: stopped, or restarting after a failure."""
+
+    def __init__(self, address: str) -> None:
+        super().__init__(
+            f"the Ray head at {address} does not answer (its GCS is down, or recovering "
+            "after a failure); nothing was changed: retry once `switchyard status` shows "
+            "the head back"
+        )
+        self.address = address

@@ -93,6 +93,24 @@ class EndpointStatus(_Document):
     """Its gateway replicas Serve runs now (None where Serve could not be asked)."""
 
 
+class HeadStatus(_Document):
+    """The head's fault tolerance, from the state directory's record (answers with the GCS
+    away): `up --gcs-store` makes a local head fault-tolerant."""
+
+    fault_tolerant: bool
+    gcs_store: str | None = None
+    """Where the GCS keeps its tables (no password)."""
+    reconnect_timeout_s: int | None = None
+    """How long raylets wait for a GCS that went away (`RAY_gcs_rpc_server_reconnect_timeout_s`)."""
+    supervisor_running: bool = False
+    outages: int = 0
+    """Head processes that died and were started again since `up`."""
+    recovering: list[str] = Field(default_factory=list)
+    """Head processes down right now, being started again."""
+    last_recovered_at: float | None = None
+    """Unix time of the last recovery."""
+
+
 class StatusReport(_Document):
     schema_version: int = SCHEMA_VERSION
     address: str
@@ -117,3 +135,5 @@ class StatusReport(_Document):
     last_swap: SwapSummary | None = None
     """The latest swap since the manager started: its strategy, phases and how long each
     alias it moved had no model serving it."""
+    head: HeadStatus | None = None
+    """The local head `up` started here (None for a joined cluster's)."""

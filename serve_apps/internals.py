@@ -287,6 +287,23 @@ class GcsKeyValue:
         )
 
 
+def delete_gcs_tables_in_redis(
+    host: str, port: int, password: str | None, storage_namespace: str
+) -> None:
+    """Delete a head's GCS tables from Redis (`down` of a fault-tolerant head): a later head
+    in the same namespace would otherwise try to recover a cluster that is gone. What
+    KubeRay's cleanup job calls; Ray has no public API for it."""
+    from ray._private.gcs_utils import cleanup_redis_storage
+
+    cleanup_redis_storage(
+        host=host,
+        port=port,
+        password=password or "",
+        use_ssl=False,
+        storage_namespace=storage_namespace,
+    )
+
+
 @dataclass(frozen=True)
 class _Requirement:
     what: str
@@ -416,6 +433,10 @@ REQUIREMENTS: Final[tuple[_Requirement, ...]] = (
     _Requirement("ray.serve._private.common.ReplicaState.RUNNING", _has_replica_state_running),
     _Requirement(
         "ray._raylet.GcsClient.internal_kv_get/put/del with timeout", _gcs_client_has_timed_kv
+    ),
+    _Requirement(
+        "ray._private.gcs_utils.cleanup_redis_storage",
+        _has("ray._private.gcs_utils", "cleanup_redis_storage"),
     ),
     _Requirement(
         "ray.serve._private.constants.SERVE_CONTROLLER_NAME / SERVE_NAMESPACE",

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
 
-from domain.exit_codes import ExitCode, Rejected, UserInputError
+from domain.exit_codes import ExitCode, HeadUnavailable, Rejected, UserInputError
 from switchyard import __version__
 
 # Order here is the order `switchyard --help` lists the commands in.
@@ -78,6 +78,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Rejected as exc:
         print(f"switchyard {args.command}: rejected: {exc}", file=sys.stderr)
         return ExitCode.REJECTED
+    except HeadUnavailable as exc:
+        print(f"switchyard {args.command}: head unavailable: {exc}", file=sys.stderr)
+        return ExitCode.HEAD_UNAVAILABLE
     except KeyboardInterrupt:
         return 130
 

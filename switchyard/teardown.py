@@ -19,6 +19,8 @@ from pathlib import Path
 
 from cluster.fleet.journal import SNAPSHOT_FILE
 from cluster.fleet.manager_settings import MANAGER_DIR
+from cluster.startup.fault_tolerant_head import forget_store
+from cluster.startup.head_supervisor import stop_supervisor
 from cluster.startup.ray_runtime import LOCAL_HEAD_MARKER, local_head_state, stop_local_head
 
 Report = Callable[[str], None]
@@ -40,9 +42,14 @@ def stack_down(
     ours = head.recorded and (address is None or address == recorded_address)
     if ours:
         report(head.describe())
+        # First: the supervisor of a fault-tolerant head would start again what stops here.
+        stop_supervisor(state_dir)
         if head.processes:
             stop_local_head(state_dir)
             report("stopped the local Ray head and everything it ran")
+        problem = forget_store(state_dir)
+        if problem is not None:
+            report(problem)
     else:
         target = address or recorded_address
         if target is not None:

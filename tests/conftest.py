@@ -33,10 +33,13 @@ MODULE_ORDER: tuple[str, ...] = (
     "e2e/test_inventory_status.py",
     "integration/test_gateway_plane.py",
     "integration/test_bench_sweep.py",
+    "faults/test_error_statuses.py",
+    "faults/test_control_actor_restarts.py",
     "e2e/test_fleet_operations.py",
     "faults/test_gateway_faults.py",
     "e2e/test_fleet_file.py",
     "integration/test_tenants.py",
+    "faults/test_gcs_outage.py",
     # The real stack: read-only users, then the story's swap, then a killed engine.
     "integration/test_serving_plane.py",
     "integration/test_openai_surface.py",

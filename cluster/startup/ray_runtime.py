@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from cluster.startup.ray_auth import apply_token_auth_default
 from cluster.startup.serve_tuning import with_serve_tuning
+from domain.exit_codes import HeadUnavailable
 
 if TYPE_CHECKING:
     import psutil
@@ -51,6 +52,20 @@ class LocalHeadConfig(BaseModel):
         le=65535,
         description="job agent HTTP port; None picks a free one (Ray's default 52365 clashes "
         "when two Ray clusters share a machine, and then `ray job submit` finds no agent)",
+    )
+    gcs_store: str | None = Field(
+        None,
+        description="where the GCS keeps its tables (`--gcs-store`: local, redis://HOST:PORT "
+        "or rocksdb:PATH); None keeps them in the GCS's memory (no fault tolerance)",
+    )
+    gcs_store_password_env: str | None = Field(
+        None, description="the variable holding the Redis password (`--gcs-store-password-env`)"
+    )
+    gcs_reconnect_timeout_s: int = Field(
+        600,
+        ge=60,
+        le=86400,
+        description="with a store: how long raylets wait for a GCS that went away",
     )
     serve_tuning: bool = Field(
         True,
@@ -108,6 +123,8 @@ def start_local_head(config: LocalHeadConfig, state_dir: Path) -> RayConnection:
     # installation's scripts first on PATH so `switchyard` resolves to the same install.
     env = with_serve_tuning(os.environ) if config.serve_tuning else dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    if config.gcs_store is not None:
+        command += _fault_tolerant_head(config, state_dir, env)
     try:
         result = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
     except KeyboardInterrupt:
@@ -120,7 +137,31 @@ def start_local_head(config: LocalHeadConfig, state_dir: Path) -> RayConnection:
         tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
         raise RuntimeError("`ray start --head` failed: " + " | ".join(tail))
     _record_head(state_dir, marker, address, dashboard_url, config.port)
+    if config.gcs_store is not None:
+        from cluster.startup.head_supervisor import start_supervisor
+
+        start_supervisor(state_dir)
     return RayConnection(address, started_local_head=True, dashboard_url=dashboard_url)
+
+
+def _fault_tolerant_head(
+    config: LocalHeadConfig, state_dir: Path, env: dict[str, str]
+) -> list[str]:
+    """The store's variables into `env` (a local Redis started first); extra `ray start`
+    arguments (the password, which Ray passes on to `gcs_server` on its command line)."""
+    from cluster.startup.fault_tolerant_head import head_environment, prepare_store, store_password
+    from domain.gcs_store import parse_gcs_store
+
+    assert config.gcs_store is not None
+    password = store_password(config.gcs_store_password_env)
+    record = prepare_store(
+        state_dir,
+        parse_gcs_store(config.gcs_store),
+        config.gcs_reconnect_timeout_s,
+        config.gcs_store_password_env,
+    )
+    env.update(head_environment(record))
+    return [f"--redis-password={password}"] if password else []
 
 
 def _record_head(
@@ -321,6 +362,9 @@ def _terminate(*, procs: list[psutil.Process], grace_s: float) -> None:
     psutil.wait_procs(alive, timeout=5)
 
 
+HEAD_CHECK_TIMEOUT_S = 3.0
+
+
 def disconnect() -> None:
     """Detach this process from the cluster (what it started keeps running)."""
     import ray
@@ -341,6 +385,9 @@ def connect(address: str) -> None:
 
     if ray.is_initialized():
         return
+    if not gcs_reachable(address, timeout_s=HEAD_CHECK_TIMEOUT_S):
+        # Refused at once: ray.init would wait its GCS timeout (a minute) before failing.
+        raise HeadUnavailable(address)
     ray.init(
         address=address,
         namespace=SWITCHYARD_NAMESPACE,

@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from domain.exit_codes import ExitCode, UserInputError
+from domain.exit_codes import ExitCode, HeadUnavailable, UserInputError
 
 if TYPE_CHECKING:
     from cluster.clients.manager_client import ManagerApi
     from cluster.clients.registry_client import RegistryApi
-    from domain.status_report import MetricsStatus, StatusReport
+    from domain.status_report import HeadStatus, MetricsStatus, StatusReport
 
 
 def register(subparsers: Any) -> None:
@@ -123,18 +123,22 @@ def run(args: argparse.Namespace) -> int:
     address = args.address or (info.address if info else None)
     if address is None:
         raise UserInputError(f"--address: none given and no stack recorded in {state_dir}")
+    head = _head_status(state_dir, info)
+    try:
+        status = _collect_or_unavailable(address, args, head)
+    except HeadUnavailable:
+        _print_unavailable(address, head, as_json=args.json)
+        raise
     if args.json:
         # Ray's driver prints cluster error events (e.g. "(raylet) The node ... died") to
         # whatever sys.stdout is when they arrive, until the process exits; stdout must carry
         # the JSON document only, so everything else goes to stderr from here on.
         document = sys.stdout
         sys.stdout = sys.stderr
-        status = collect(address)
         _add_live_metrics(status, state_dir, args)
         document.write(json.dumps(status.model_dump(mode="json"), indent=2) + "\n")
         document.flush()
         return ExitCode.OK
-    status = collect(address)
     _add_live_metrics(status, state_dir, args)
     from rich.console import Console
     from rich.table import Table
@@ -194,8 +198,68 @@ def run(args: argparse.Namespace) -> int:
             f"running: {status.operation.kind.value} {status.operation.op_id}: "
             + (status.operation.events[-1].message if status.operation.events else "starting")
         )
+    if status.head is not None and status.head.fault_tolerant:
+        console.print(_head_line(status.head))
     _print_inventory(console, status.inventory)
     return ExitCode.OK
+
+
+def _head_status(state_dir: Path, info: Any) -> HeadStatus | None:
+    """The local head's fault tolerance, from the state directory alone."""
+    from cluster.startup.fault_tolerant_head import describe_head, read_head_record
+    from domain.status_report import HeadStatus
+
+    if info is None or not info.started_local_head:
+        return None
+    return HeadStatus.model_validate(describe_head(read_head_record(state_dir)))
+
+
+def _collect_or_unavailable(
+    address: str, args: argparse.Namespace, head: HeadStatus | None
+) -> StatusReport:
+    if args.json:
+        # Ray's driver prints to whatever sys.stdout is (see below): keep it off stdout.
+        document, sys.stdout = sys.stdout, sys.stderr
+        try:
+            status = collect(address)
+        finally:
+            sys.stdout = document
+    else:
+        status = collect(address)
+    status.head = head
+    return status
+
+
+def _head_line(head: HeadStatus) -> str:
+    import time
+
+    recovered = (
+        "never"
+        if head.last_recovered_at is None
+        else f"{time.time() - head.last_recovered_at:.0f} s ago"
+    )
+    return (
+        f"head: fault-tolerant (GCS store {head.gcs_store}; raylets wait "
+        f"{head.reconnect_timeout_s} s for the GCS; supervisor "
+        f"{'running' if head.supervisor_running else 'NOT running'}; "
+        f"{head.outages} outage(s), last recovered {recovered}"
+        + (f"; recovering now: {', '.join(head.recovering)}" if head.recovering else "")
+        + ")"
+    )
+
+
+def _print_unavailable(address: str, head: HeadStatus | None, *, as_json: bool) -> None:
+    """What `status` can still say with the GCS away: the head's record."""
+    if as_json:
+        document = {
+            "address": address,
+            "reachable": False,
+            "head": head.model_dump() if head else None,
+        }
+        print(json.dumps(document, indent=2))
+        return
+    if head is not None and head.fault_tolerant:
+        print(_head_line(head))
 
 
 def _source_text(metrics: MetricsStatus) -> str:

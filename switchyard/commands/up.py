@@ -99,6 +99,21 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--state-dir", type=Path, default=None)
     parser.add_argument("--ray-port", type=int, default=6379, help="port of a local Ray head")
     parser.add_argument(
+        "--gcs-store",
+        default=None,
+        metavar="STORE",
+        help="make the local head fault-tolerant: its GCS keeps its tables in STORE (local: "
+        "a redis-server started beside the head; redis://HOST:PORT; rocksdb:PATH), and a "
+        "supervisor restarts the GCS when it dies (see docs/reliability.md)",
+    )
+    parser.add_argument(
+        "--gcs-store-password-env",
+        default=None,
+        metavar="NAME",
+        help="the environment variable holding the Redis password of --gcs-store (never the "
+        "password itself on Switchyard's command line)",
+    )
+    parser.add_argument(
         "--dashboard-port", type=int, default=8265, help="Ray dashboard port of a local head"
     )
     parser.add_argument(
@@ -117,6 +132,27 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--detach", action="store_true", help="return once everything is up")
     parser.set_defaults(handler=run)
+
+
+def _gcs_store(args: argparse.Namespace) -> dict[str, Any]:
+    """`--gcs-store` checked here, before anything starts (the password variable too)."""
+    from cluster.startup.fault_tolerant_head import store_password
+    from domain.gcs_store import parse_gcs_store
+
+    text = getattr(args, "gcs_store", None)
+    password_env = getattr(args, "gcs_store_password_env", None)
+    if text is None:
+        if password_env is not None:
+            raise UserInputError("--gcs-store-password-env: given without --gcs-store")
+        return {}
+    if args.address or os.environ.get("RAY_ADDRESS"):
+        raise UserInputError(
+            "--gcs-store: a joined cluster's head belongs to its operator; start that head "
+            "with RAY_REDIS_ADDRESS (docs/reliability.md has a systemd unit)"
+        )
+    store = parse_gcs_store(text)
+    store_password(password_env)
+    return {"gcs_store": store.to_text(), "gcs_store_password_env": password_env}
 
 
 def _api_keys(args: argparse.Namespace) -> list[str]:
@@ -266,7 +302,11 @@ def build_config(args: argparse.Namespace, fleet: Any = None) -> Any:
                     **({"tenants": tenants} if tenants else {}),
                     **_tls(args),
                 },
-                "local_head": {"port": args.ray_port, "dashboard_port": args.dashboard_port},
+                "local_head": {
+                    "port": args.ray_port,
+                    "dashboard_port": args.dashboard_port,
+                    **_gcs_store(args),
+                },
                 "ray_auth_mode": os.environ.get("RAY_AUTH_MODE") or None,
                 "keys_file": getattr(args, "keys", None),
                 "fake_engines": {} if getattr(args, "fake_engines", False) else None,
@@ -423,13 +463,29 @@ def _stay_in_foreground(address: str, state_dir: Path, report: Any, out: Any) ->
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     out.print("Press Ctrl-C to stop.")
+    recovering = False
     while not stop.wait(1.0):
-        if not gcs_reachable(address):
+        if gcs_reachable(address):
+            if recovering:
+                report(f"the head's GCS at {address} is back")
+            recovering = False
+        elif _supervised(state_dir):
+            # A fault-tolerant head: its supervisor is starting the GCS again.
+            if not recovering:
+                report(f"the head's GCS at {address} is down; its supervisor is restarting it")
+            recovering = True
+        else:
             report(f"the Ray cluster at {address} went away (stopped elsewhere); exiting")
             return ExitCode.OK
     report("shutting down ...")
     _stop(state_dir, report)
     return ExitCode.OK
+
+
+def _supervised(state_dir: Path) -> bool:
+    from cluster.startup.fault_tolerant_head import describe_head, read_head_record
+
+    return bool(describe_head(read_head_record(state_dir)).get("supervisor_running"))
 
 
 DISCONNECT_TIMEOUT_S = 10.0

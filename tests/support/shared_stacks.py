@@ -73,9 +73,13 @@ def real_up_args() -> tuple[str, ...]:
 
 
 def fake_up_args(state_dir: Path) -> tuple[str, ...]:
-    # Two gateway replicas: the killed-gateway test needs a second one to keep the port.
+    # Two gateway replicas: the killed-gateway test needs a second one to keep the port. A
+    # fault-tolerant head (a local Redis keeps the GCS's tables): the GCS outage test
+    # kills its GCS.
     return (
         "--fake-engines",
+        "--gcs-store",
+        "local",
         *_models(),
         "--inventory",
         str(inventory_file(state_dir)),
