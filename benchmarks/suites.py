@@ -63,6 +63,11 @@ SUITES: tuple[Suite, ...] = (
         "benchmarks.planner_calibration",
     ),
     Suite(
+        "head-loss",
+        "a GCS killed under load: a plain head against a fault-tolerant one (--gcs-store)",
+        "benchmarks.head_loss",
+    ),
+    Suite(
         "plan-latency",
         "wall time of `switchyard plan` per reference config, in fresh processes",
         "benchmarks.plan_latency",

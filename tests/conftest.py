@@ -50,6 +50,7 @@ MODULE_ORDER: tuple[str, ...] = (
     "integration/test_observability.py",
     "faults/test_serving_faults.py",
     "integration/test_fleet_file_engines.py",
+    "faults/test_gcs_outage_vllm.py",
     # Stacks and engines of their own.
     "integration/test_engines.py",
     "integration/test_placement.py",

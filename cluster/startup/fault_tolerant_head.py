@@ -125,6 +125,9 @@ def local_redis_command(state_dir: Path, port: int) -> list[str]:
         )
     data = state_dir / LOCAL_REDIS_DIR
     data.mkdir(parents=True, exist_ok=True)
+    # The GCS's tables hold what the cluster holds, Serve's deployment arguments (the
+    # gateway's API keys) among them: as private as Ray's token file.
+    data.chmod(0o700)
     return [
         server,
         "--port",
@@ -155,6 +158,7 @@ def spawn_redis(command: list[str]) -> int:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
+        umask=0o077,  # its files owner-only, as their directory
     )
     port = command[command.index("--port") + 1]
     deadline = time.monotonic() + _REDIS_START_S

@@ -75,7 +75,7 @@ def _kill_under_load(
 
         wait_until(restarted, 180, 0.5, message=f"ray::{title} did not come back")
         back_s = time.monotonic() - killed_at
-        time.sleep(5)  # traffic after the restart, too
+        time.sleep(3)  # traffic after the restart, too
     outcomes = load.stop()
     return outcomes, back_s
 

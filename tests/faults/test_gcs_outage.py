@@ -125,7 +125,7 @@ def test_a_killed_gcs_is_restarted_while_the_data_plane_serves_and_operations_fa
             status = stack.cli("status", timeout_s=60)
             assert status.returncode == 3, status.stdout + status.stderr
             assert "fault-tolerant" in status.stdout, status.stdout
-            time.sleep(5)  # the data plane on its own a while longer
+            time.sleep(3)  # the data plane on its own a while longer
         finally:
             supervisor.send_signal(signal.SIGCONT)
         resumed_at = time.monotonic()

@@ -1,13 +1,15 @@
 """The two stacks the suite shares across modules, started once per session.
 
-- the real stack: Ray, Serve, the gateway and vLLM CPU engines on the Kimi and Llama
-  miniatures (Kimi serves `default`, Llama `small`). For tests whose subject is the engine
-  or the whole real path: serving, bad input against the engine, secure defaults,
-  observability, the story's hot swap under load, a killed engine.
+- the real stack: Ray (a fault-tolerant head: `--gcs-store local`), Serve, the gateway and
+  vLLM CPU engines on the Kimi and Llama miniatures (Kimi serves `default`, Llama
+  `small`). For tests whose subject is the engine or the whole real path: serving, bad
+  input against the engine, secure defaults, observability, the story's hot swap under
+  load, a killed engine, a GCS outage.
 - the fake stack: the same models and aliases on fake engine replicas (`up --fake-engines`,
-  starting in a second), two gateway replicas, an inventory file and a tenant keys file
-  (`up --keys`: the suite's key as tenant `suite`, read from `SUITE_KEY_ENV`). For tests whose
-  subject is the gateway, routing, holds, status, inventory or fleet operations.
+  starting in a second) on a fault-tolerant head, two gateway replicas, an inventory file
+  and a tenant keys file (`up --keys`: the suite's key as tenant `suite`, read from
+  `SUITE_KEY_ENV`). For tests whose subject is the gateway, routing, holds, status,
+  inventory or fleet operations.
 
 Modules that change a stack (swaps, kills) run after those that only read it; the order is
 tests/conftest.py's `MODULE_ORDER`. Each stack's state after each changing module is
@@ -69,7 +71,8 @@ def keys_file(state_dir: Path) -> Path:
 
 
 def real_up_args() -> tuple[str, ...]:
-    return (*_models(), "--max-model-len", str(MAX_MODEL_LEN))
+    # A fault-tolerant head, as the fake stack's: test_gcs_outage_vllm.py kills its GCS.
+    return (*_models(), "--max-model-len", str(MAX_MODEL_LEN), "--gcs-store", "local")
 
 
 def fake_up_args(state_dir: Path) -> tuple[str, ...]:
