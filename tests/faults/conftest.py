@@ -38,6 +38,7 @@ def registry(ray_instance: None) -> Iterator[Any]:
     from serve_apps.registry.registry_actor import (
         REGISTRY_ACTOR_NAME,
         SWITCHYARD_NAMESPACE,
+        forget_registry_state,
         registry_actor,
     )
 
@@ -46,6 +47,9 @@ def registry(ray_instance: None) -> Iterator[Any]:
         yield actor
     finally:
         ray.kill(actor, no_restart=True)
+        # Its saved state too, as `down` deletes it: a registry created next in this Ray
+        # instance would restore this test's table.
+        forget_registry_state()
         # The next test must get a fresh registry, not this one's name still being released.
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
