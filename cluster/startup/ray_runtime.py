@@ -116,7 +116,7 @@ def start_local_head(config: LocalHeadConfig, state_dir: Path) -> RayConnection:
         "--include-dashboard=true",
         f"--dashboard-host={config.dashboard_host}",
         f"--dashboard-port={config.dashboard_port}",
-        f"--dashboard-agent-listen-port={config.dashboard_agent_port or _free_port()}",
+        f"--dashboard-agent-listen-port={config.dashboard_agent_port or free_port()}",
         "--disable-usage-stats",
     ]
     # Jobs (`ray job submit -- switchyard ...`) inherit the head's environment: put this
@@ -135,6 +135,10 @@ def start_local_head(config: LocalHeadConfig, state_dir: Path) -> RayConnection:
         raise
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
+        if config.gcs_store is not None:
+            from cluster.startup.fault_tolerant_head import forget_store
+
+            forget_store(state_dir)  # no head to keep its tables for: the local Redis goes
         raise RuntimeError("`ray start --head` failed: " + " | ".join(tail))
     _record_head(state_dir, marker, address, dashboard_url, config.port)
     if config.gcs_store is not None:
@@ -185,7 +189,7 @@ def enable_token_auth() -> None:
         )
 
 
-def _free_port() -> int:
+def free_port() -> int:
     import socket
 
     with socket.socket() as sock:
