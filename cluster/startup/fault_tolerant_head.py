@@ -107,15 +107,6 @@ def store_password(env_name: str | None) -> str | None:
     return password
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def local_redis_command(state_dir: Path, port: int) -> list[str]:
     server = shutil.which("redis-server")
     if server is None:
@@ -181,7 +172,9 @@ def prepare_store(
         reconnect_timeout_s=reconnect_timeout_s,
     )
     if store.kind is GcsStoreKind.LOCAL:
-        port = _free_port()
+        from cluster.startup.ray_runtime import free_port
+
+        port = free_port()
         command = local_redis_command(state_dir, port)
         record.redis_command = command
         record.redis_port = port

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from domain.exit_codes import ExitCode, HeadUnavailable, UserInputError
 
@@ -124,17 +124,19 @@ def run(args: argparse.Namespace) -> int:
     if address is None:
         raise UserInputError(f"--address: none given and no stack recorded in {state_dir}")
     head = _head_status(state_dir, info)
-    try:
-        status = _collect_or_unavailable(address, args, head)
-    except HeadUnavailable:
-        _print_unavailable(address, head, as_json=args.json)
-        raise
+    document = sys.stdout
     if args.json:
         # Ray's driver prints cluster error events (e.g. "(raylet) The node ... died") to
         # whatever sys.stdout is when they arrive, until the process exits; stdout must carry
         # the JSON document only, so everything else goes to stderr from here on.
-        document = sys.stdout
         sys.stdout = sys.stderr
+    try:
+        status = collect(address)
+    except HeadUnavailable:
+        _print_unavailable(address, head, document, as_json=args.json)
+        raise
+    status.head = head
+    if args.json:
         _add_live_metrics(status, state_dir, args)
         document.write(json.dumps(status.model_dump(mode="json"), indent=2) + "\n")
         document.flush()
@@ -214,22 +216,6 @@ def _head_status(state_dir: Path, info: Any) -> HeadStatus | None:
     return HeadStatus.model_validate(describe_head(read_head_record(state_dir)))
 
 
-def _collect_or_unavailable(
-    address: str, args: argparse.Namespace, head: HeadStatus | None
-) -> StatusReport:
-    if args.json:
-        # Ray's driver prints to whatever sys.stdout is (see below): keep it off stdout.
-        document, sys.stdout = sys.stdout, sys.stderr
-        try:
-            status = collect(address)
-        finally:
-            sys.stdout = document
-    else:
-        status = collect(address)
-    status.head = head
-    return status
-
-
 def _head_line(head: HeadStatus) -> str:
     import time
 
@@ -248,18 +234,16 @@ def _head_line(head: HeadStatus) -> str:
     )
 
 
-def _print_unavailable(address: str, head: HeadStatus | None, *, as_json: bool) -> None:
+def _print_unavailable(
+    address: str, head: HeadStatus | None, out: TextIO, *, as_json: bool
+) -> None:
     """What `status` can still say with the GCS away: the head's record."""
     if as_json:
-        document = {
-            "address": address,
-            "reachable": False,
-            "head": head.model_dump() if head else None,
-        }
-        print(json.dumps(document, indent=2))
-        return
-    if head is not None and head.fault_tolerant:
-        print(_head_line(head))
+        seen = {"address": address, "reachable": False, "head": head.model_dump() if head else None}
+        out.write(json.dumps(seen, indent=2) + "\n")
+    elif head is not None and head.fault_tolerant:
+        out.write(_head_line(head) + "\n")
+    out.flush()
 
 
 def _source_text(metrics: MetricsStatus) -> str:
