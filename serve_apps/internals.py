@@ -71,12 +71,15 @@ def available_resources_per_node() -> dict[str, dict[str, float]]:
 
 
 def running_replicas_in(deployment_status: Any) -> int:
-    """RUNNING replicas of one `DeploymentStatusOverview` (`serve.status()`): its
-    `replica_states` is keyed by Serve's private ReplicaState enum."""
+    """Replicas of one `DeploymentStatusOverview` (`serve.status()`) that serve: RUNNING,
+    and RECOVERING, a replica that a restarted controller (a head restart) found alive and
+    is attaching to again; it never stopped answering, and counting it as gone would mark
+    its model degraded for the seconds the controller takes. Its `replica_states` is keyed
+    by Serve's private ReplicaState enum."""
     from ray.serve._private.common import ReplicaState
 
     states: Mapping[Any, int] = deployment_status.replica_states
-    return int(states.get(ReplicaState.RUNNING, 0))
+    return int(states.get(ReplicaState.RUNNING, 0)) + int(states.get(ReplicaState.RECOVERING, 0))
 
 
 def serve_controller() -> Any:
@@ -304,6 +307,23 @@ def delete_gcs_tables_in_redis(
     )
 
 
+def forget_bootstrap_address(address: str) -> None:
+    """Delete Ray's record of the last cluster started on this machine
+    (`ray_current_cluster` in Ray's temp directory) when it names `address`.
+
+    `ray start --head` refuses to start at an address that record names while a raylet on
+    this machine still points at it; a fault-tolerant head's data node does, by design,
+    while its head restarts. `ray start --head` writes the record again.
+    """
+    from ray._private.utils import (  # type: ignore[attr-defined]
+        get_ray_address_file,
+        read_ray_address,
+    )
+
+    if read_ray_address(None) == address:
+        Path(get_ray_address_file(None)).unlink(missing_ok=True)
+
+
 @dataclass(frozen=True)
 class _Requirement:
     what: str
@@ -339,7 +359,10 @@ def _gcs_client_has_timed_kv() -> bool:
 
 
 def _has_replica_state_running() -> bool:
-    return _has("ray.serve._private.common", "ReplicaState", "RUNNING")()
+    return (
+        _has("ray.serve._private.common", "ReplicaState", "RUNNING")()
+        and _has("ray.serve._private.common", "ReplicaState", "RECOVERING")()
+    )
 
 
 def _controller_has_running_table() -> bool:
@@ -430,7 +453,9 @@ REQUIREMENTS: Final[tuple[_Requirement, ...]] = (
         "ray._private.state.available_resources_per_node",
         _has("ray._private.state", "available_resources_per_node"),
     ),
-    _Requirement("ray.serve._private.common.ReplicaState.RUNNING", _has_replica_state_running),
+    _Requirement(
+        "ray.serve._private.common.ReplicaState.RUNNING / RECOVERING", _has_replica_state_running
+    ),
     _Requirement(
         "ray._raylet.GcsClient.internal_kv_get/put/del with timeout", _gcs_client_has_timed_kv
     ),
@@ -453,6 +478,10 @@ REQUIREMENTS: Final[tuple[_Requirement, ...]] = (
     _Requirement("VLLMEngine.build_asgi_app", _engine_builds_asgi_app),
     _Requirement("VLLMEngine._engine_client (the vLLM AsyncLLM)", _engine_keeps_client),
     _Requirement("ray._config.metrics_report_interval_ms", _ray_config_has_report_interval),
+    _Requirement(
+        "ray._private.utils.get_ray_address_file / read_ray_address (`ray start`'s record)",
+        _has("ray._private.utils", "get_ray_address_file", "__call__"),
+    ),
     _Requirement(
         "Serve replica placement groups named SERVE_REPLICA::<app>#<deployment>#<id>",
         _replica_id_format,

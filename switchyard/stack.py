@@ -55,12 +55,21 @@ def read_stack_info(state_dir: Path) -> StackInfo | None:
     return StackInfo(**data)
 
 
+NO_INGRESS_BUT_THE_HEAD = (
+    "--gcs-store: a fault-tolerant head serves no traffic, and no other node is an ingress "
+    "node (the inventory overrides say `ingress: false` to the data node); let a node other "
+    "than the head be ingress, or drop --gcs-store"
+)
+
+
 class Stack:
     def __init__(self, config: StackConfig, report: Report) -> None:
         self._config = config
         self._report = report
         self.address: str | None = None
         """The cluster `up` connected to, once it has."""
+        self.started_head = False
+        """This `up` started the local head (not one an earlier `up` left running)."""
 
     def _connection(self) -> RayConnection:
         if self._config.address:
@@ -73,8 +82,11 @@ class Stack:
         # A state directory of another format is refused here, in one line, before the
         # manager actor would fail on it.
         check_state_format(config.state_dir / MANAGER_DIR)
+        if self._fault_tolerant() and not self._data_node_would_serve():
+            raise UserInputError(NO_INGRESS_BUT_THE_HEAD)  # before anything starts
         # Before the first `import ray`: Ray reads RAY_AUTH_MODE once, at import time.
         connection = self._connection()
+        self.started_head = connection.started_local_head and not connection.reused
         connect(connection.address)
         self.address = connection.address
 
@@ -139,6 +151,26 @@ class Stack:
             results.append(outcome)
         return info, results
 
+    def _fault_tolerant(self) -> bool:
+        return self._config.address is None and self._config.local_head.gcs_store is not None
+
+    def _data_node_would_serve(self) -> bool:
+        """Whether the overrides leave the data node `up` would start its ingress role, as
+        far as they can be judged before it exists (not by its node id or Ray's address for
+        it; the check on the running cluster catches those)."""
+        import socket
+
+        from cluster.inventory.node_roles import INGRESS_ROLE, ROLE_LABEL, NodeIdentity, is_ingress
+
+        config = self._config
+        data_node = NodeIdentity(
+            node_id="",
+            node_ip=config.local_head.node_ip_address,
+            labels=((ROLE_LABEL, INGRESS_ROLE),),
+            hostname=socket.gethostname(),
+        )
+        return is_ingress(data_node, config.inventory.overrides)
+
     def _ingress(self) -> tuple[IngressNode, ...]:
         """The ingress nodes, refused when one would serve beyond loopback without a key
         (the head's own host is checked with the config)."""
@@ -147,12 +179,17 @@ class Stack:
         from cluster.startup.serving_stack import cluster_ingress_nodes
 
         config = self._config
+        # A fault-tolerant head keeps traffic off itself (cluster/startup/data_node.py).
+        fault_tolerant = self._fault_tolerant()
         nodes = cluster_ingress_nodes(
             config.inventory.overrides,
             head_host=config.host,
             port=config.port,
             scheme="https" if config.gateway.tls else "http",
+            head_serves=not fault_tolerant,
         )
+        if not nodes:
+            raise UserInputError(NO_INGRESS_BUT_THE_HEAD)
         if nodes[0].fallback:
             self._report(
                 "no node is an ingress node with an address (the inventory overrides say "

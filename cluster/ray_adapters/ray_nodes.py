@@ -171,7 +171,10 @@ class RayNodes:
         )
 
     def weights_report(self, source: str, probed: ProbedCluster) -> WeightsDiskReport:
-        return weights_disk_report(source, probed.facts, self._settings.staging)
+        # The nodes `stage` would write to, as `weight_nodes` picks them: those with an
+        # accelerator (not a fault-tolerant head, which holds none), or all when none has.
+        holding = [f for f in probed.facts if f.accelerator != "none"] or list(probed.facts)
+        return weights_disk_report(source, holding, self._settings.staging)
 
     def prefetch(self, model_dir: Path) -> PrefetchReport:
         return prefetch_weights(model_dir, available_memory_bytes(), PREFETCH_RESERVE_BYTES)

@@ -24,13 +24,16 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from cluster.atomic_file import atomic_write_text
 from domain.exit_codes import UserInputError
 from domain.gcs_store import GcsStore, GcsStoreKind, parse_gcs_store
+
+if TYPE_CHECKING:
+    import psutil
 
 HEAD_RECORD = "fault_tolerant_head.json"
 LOCAL_REDIS_DIR = "gcs-store"
@@ -51,6 +54,15 @@ class Outage(BaseModel):
     """Unix time it answered again; None while it is still down."""
 
 
+class RecordedProcess(BaseModel):
+    """A process of the head, told from a later one with the same pid by its start time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pid: int
+    create_time: float
+
+
 class FaultTolerantHeadRecord(BaseModel):
     """`fault_tolerant_head.json` in the state directory: written by `up`, then by the
     supervisor as outages come and go."""
@@ -67,6 +79,13 @@ class FaultTolerantHeadRecord(BaseModel):
     redis_port: int | None = None
     redis_command: list[str] = Field(default_factory=list)
     supervisor_pid: int | None = None
+    head_command: list[str] = Field(default_factory=list)
+    """`ray start --head` as `up` ran it, without the password (the supervisor adds it
+    again from `password_env`): what restarts the whole head."""
+    head_processes: list[RecordedProcess] = Field(default_factory=list)
+    """The processes `ray start --head` started (the GCS, the head's raylet, the dashboard,
+    the monitors), before any other node joined the session: the head's own, as against
+    the data node's, which share its session directory on one machine."""
     outages: list[Outage] = Field(default_factory=list)
 
     @property
@@ -93,6 +112,45 @@ def read_head_record(state_dir: Path) -> FaultTolerantHeadRecord | None:
 
 def write_head_record(state_dir: Path, record: FaultTolerantHeadRecord) -> None:
     atomic_write_text(state_dir / HEAD_RECORD, record.model_dump_json(indent=2))
+
+
+def record_head_start(
+    state_dir: Path, head_command: list[str], processes: list[psutil.Process]
+) -> None:
+    """Remember how the head was started and which processes it started."""
+    record = read_head_record(state_dir)
+    if record is None:
+        return
+    record.head_command = list(head_command)
+    record.head_processes = recorded(processes)
+    write_head_record(state_dir, record)
+
+
+def recorded(processes: list[psutil.Process]) -> list[RecordedProcess]:
+    import psutil
+
+    found = []
+    for proc in processes:
+        try:
+            found.append(RecordedProcess(pid=proc.pid, create_time=proc.create_time()))
+        except psutil.Error:
+            continue
+    return found
+
+
+def alive(process: RecordedProcess) -> psutil.Process | None:
+    """The recorded process if it still runs (not a later one that reused its pid)."""
+    import psutil
+
+    try:
+        proc = psutil.Process(process.pid)
+        if abs(proc.create_time() - process.create_time) > 0.01:
+            return None
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc
+    except psutil.Error:
+        return None
 
 
 def store_password(env_name: str | None) -> str | None:

@@ -13,10 +13,17 @@ the head's processes (found by the head's session directory, as `down` finds the
 - for `--gcs-store local`, when the `redis-server` is gone it starts it again on the same
   port and directory (its append-only file keeps every write).
 
+- when the head's raylet is gone, the whole head goes with it: the supervisor stops what
+  is left of the processes the head started (the record's `head_processes`), then runs
+  the head's `ray start --head` again (the record's `head_command`, in the head's
+  environment, which the supervisor was started with). Ray reads the session's name back
+  from the store, so the head comes back in the same session, at the same address and
+  ports; the GCS marks the old head node dead, and Ray restarts the actors it hosted
+  (Serve's controller, the fleet manager, the registry) on the new one. The data node's
+  gateway and engines (data_node.py) never stopped.
+
 Each outage and recovery is logged (`head_supervisor.log` in the state directory) and
-recorded (`outages` in the record, which `status` shows). A dead head raylet is logged,
-not restarted: the head's raylet hosts the manager, the registry and Serve's controller,
-and restarting it is the operator's restart of the whole head (docs/reliability.md).
+recorded (`outages` in the record, which `status` shows).
 """
 
 from __future__ import annotations
@@ -28,14 +35,18 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
 from cluster.startup.fault_tolerant_head import (
+    FaultTolerantHeadRecord,
     Outage,
+    alive,
     read_head_record,
+    recorded,
     spawn_redis,
     write_head_record,
 )
@@ -45,6 +56,8 @@ log = logging.getLogger("switchyard.head_supervisor")
 LOG_FILE = "head_supervisor.log"
 POLL_S = 0.5
 GCS_START_S = 60.0
+HEAD_START_S = 180.0
+RETRY_PAUSE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,17 @@ def _head_process(state_dir: Path, name: str) -> psutil.Process | None:
     return None
 
 
+def _is_head_raylet(proc: psutil.Process) -> bool:
+    """The head's raylet; the data node's raylet shares the session on one machine."""
+    with contextlib.suppress(psutil.Error):
+        return (
+            proc.name() == "raylet"
+            and proc.status() != psutil.STATUS_ZOMBIE
+            and "--head" in proc.cmdline()
+        )
+    return False
+
+
 def _gcs_address(spec: ProcessSpec) -> str:
     def arg(name: str) -> str:
         for item in spec.command:
@@ -85,7 +109,8 @@ class HeadSupervisor:
     def __init__(self, state_dir: Path) -> None:
         self._state_dir = state_dir
         self._gcs: ProcessSpec | None = None
-        self._raylet_seen = False
+        self._gcs_pid: int | None = None
+        self._head_seen = False
         self._stopping = False
 
     def stop(self) -> None:
@@ -95,22 +120,25 @@ class HeadSupervisor:
         record = read_head_record(self._state_dir)
         if record is None:
             return
+        if any(o.process == process and o.recovered_at is None for o in record.outages):
+            return  # the same outage, still open (a restart that is being retried)
         record.outages.append(Outage(process=process, died_at=time.time()))
         write_head_record(self._state_dir, record)
 
-    def _note_recovery(self, process: str) -> None:
+    def _note_recovery(self, *processes: str) -> None:
         record = read_head_record(self._state_dir)
         if record is None:
             return
         for outage in record.outages:
-            if outage.process == process and outage.recovered_at is None:
+            if outage.process in processes and outage.recovered_at is None:
                 outage.recovered_at = time.time()
         write_head_record(self._state_dir, record)
 
     def check_once(self) -> None:
         self._check_redis()
+        if self._check_head():
+            return
         self._check_gcs()
-        self._check_raylet()
 
     def _check_redis(self) -> None:
         record = read_head_record(self._state_dir)
@@ -134,8 +162,9 @@ class HeadSupervisor:
     def _check_gcs(self) -> None:
         running = _head_process(self._state_dir, "gcs_server")
         if running is not None:
-            if self._gcs is None:
+            if self._gcs is None or self._gcs_pid != running.pid:
                 self._gcs = _spec_of(running)
+                self._gcs_pid = running.pid
             return
         if self._gcs is None:
             return  # never seen running: nothing to restart from
@@ -144,7 +173,7 @@ class HeadSupervisor:
         log.warning("the head's GCS (%s) is gone; starting it again", address)
         self._note_outage("gcs_server")
         started = time.monotonic()
-        subprocess.Popen(
+        proc = subprocess.Popen(
             spec.command,
             env=spec.env,
             cwd=spec.cwd,
@@ -153,6 +182,7 @@ class HeadSupervisor:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
+        self._replace_recorded(self._gcs_pid, proc.pid)
         while not gcs_reachable(address, timeout_s=0.5):
             if time.monotonic() - started > GCS_START_S:
                 log.error("the GCS did not come back in %.0f s; trying again", GCS_START_S)
@@ -161,15 +191,117 @@ class HeadSupervisor:
         self._note_recovery("gcs_server")
         log.warning("the GCS is back at %s after %.1f s", address, time.monotonic() - started)
 
-    def _check_raylet(self) -> None:
-        alive = _head_process(self._state_dir, "raylet") is not None
-        if self._raylet_seen and not alive:
+    def _replace_recorded(self, old_pid: int | None, new_pid: int) -> None:
+        """The restarted GCS is the head's, as the one it replaces was."""
+        record = read_head_record(self._state_dir)
+        if record is None:
+            return
+        kept = [p for p in record.head_processes if p.pid != old_pid]
+        with contextlib.suppress(psutil.Error):
+            kept += recorded([psutil.Process(new_pid)])
+        record.head_processes = kept
+        write_head_record(self._state_dir, record)
+
+    def _check_head(self) -> bool:
+        """True when the head's raylet is gone and the whole head was (or is being)
+        started again; the GCS check waits for it."""
+        if any(_is_head_raylet(p) for p in local_head_processes(self._state_dir)):
+            self._head_seen = True
+            return False
+        if not self._head_seen:
+            return False
+        record = read_head_record(self._state_dir)
+        if record is None or not record.head_command:
             log.error(
-                "the head's raylet is gone: the head must be restarted as a whole "
-                "(`switchyard down`, then `up` with the same --state-dir and --gcs-store)"
+                "the head's raylet is gone and the record says no way to start it again: "
+                "restart the head as a whole (`switchyard down`, then `up` with the same "
+                "--state-dir and --gcs-store)"
             )
-            self._note_outage("raylet")
-        self._raylet_seen = alive
+            self._head_seen = False
+            return False
+        log.warning("the head's raylet is gone: starting the whole head again")
+        self._note_outage("head")
+        started_at = time.time()
+        started = time.monotonic()
+        self._stop_rest_of_head(record)
+        if not self._start_head(record):
+            time.sleep(RETRY_PAUSE_S)
+            return True
+        self._record_new_head(started_at)
+        self._gcs = None
+        self._note_recovery("head", "gcs_server")
+        log.warning("the head is back after %.1f s", time.monotonic() - started)
+        return True
+
+    def _stop_rest_of_head(self, record: FaultTolerantHeadRecord) -> None:
+        """What survives of the head's own processes (the GCS, the dashboard, the
+        monitors) holds its ports: stopped, never the data node's."""
+        doomed: dict[int, psutil.Process] = {}
+        for entry in record.head_processes:
+            proc = alive(entry)
+            if proc is None:
+                continue
+            doomed[proc.pid] = proc
+            with contextlib.suppress(psutil.Error):
+                for child in proc.children(recursive=True):
+                    doomed[child.pid] = child
+        gcs = _head_process(self._state_dir, "gcs_server")
+        if gcs is not None:
+            doomed[gcs.pid] = gcs
+        for proc in doomed.values():
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        psutil.wait_procs(list(doomed.values()), timeout=10)
+
+    def _start_head(self, record: FaultTolerantHeadRecord) -> bool:
+        from serve_apps.internals import forget_bootstrap_address
+
+        # The data node's raylet still names the head's address, which `ray start --head`
+        # takes for a head already running when Ray's record of the last cluster says so.
+        forget_bootstrap_address(self._advertised_address())
+        command = list(record.head_command)
+        if record.password_env:
+            password = os.environ.get(record.password_env)
+            if password:
+                command.append(f"--redis-password={password}")
+        try:
+            result = subprocess.run(
+                command, capture_output=True, text=True, check=False, timeout=HEAD_START_S
+            )
+        except subprocess.TimeoutExpired:
+            log.error("`ray start --head` did not finish in %.0f s; trying again", HEAD_START_S)
+            return False
+        if result.returncode != 0:
+            tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
+            log.error("`ray start --head` failed; trying again: %s", " | ".join(tail))
+            return False
+        return True
+
+    def _advertised_address(self) -> str:
+        """The GCS address the head advertised (the machine's address, where `up` asked
+        for 127.0.0.1), read from the last `gcs_server` seen."""
+        if self._gcs is not None:
+            return _gcs_address(self._gcs)
+        return ""
+
+    def _record_new_head(self, started_at: float) -> None:
+        """The processes started since the restart began, less the data node's (children of
+        a raylet that is not the head's)."""
+        session = local_head_processes(self._state_dir)
+        theirs: set[int] = set()
+        for proc in session:
+            with contextlib.suppress(psutil.Error):
+                if proc.name() == "raylet" and not _is_head_raylet(proc):
+                    theirs.update(c.pid for c in proc.children(recursive=True))
+        mine = []
+        for proc in session:
+            with contextlib.suppress(psutil.Error):
+                if proc.pid not in theirs and proc.create_time() >= started_at - 1:
+                    mine.append(proc)
+        record = read_head_record(self._state_dir)
+        if record is not None:
+            record.head_processes = recorded(mine)
+            write_head_record(self._state_dir, record)
 
     def run(self) -> None:
         log.info("supervising the head recorded in %s", self._state_dir)
@@ -189,11 +321,13 @@ def _is_zombie(pid: int) -> bool:
         return True
 
 
-def start_supervisor(state_dir: Path) -> int:
-    """Start the supervisor detached (it outlives `up`) and record its pid."""
+def start_supervisor(state_dir: Path, head_env: Mapping[str, str]) -> int:
+    """Start the supervisor detached (it outlives `up`) in the head's environment (what
+    it starts the head again with) and record its pid."""
     log_file = (state_dir / LOG_FILE).open("a")
     proc = subprocess.Popen(
         [sys.executable, "-m", "cluster.startup.head_supervisor", str(state_dir)],
+        env=dict(head_env),
         stdin=subprocess.DEVNULL,
         stdout=log_file,
         stderr=subprocess.STDOUT,

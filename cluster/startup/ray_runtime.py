@@ -80,6 +80,8 @@ class RayConnection:
     address: str
     started_local_head: bool
     dashboard_url: str | None
+    reused: bool = False
+    """The local head was already running (an earlier `up` on this state directory)."""
 
 
 def _ray_cli() -> str:
@@ -103,8 +105,14 @@ def start_local_head(config: LocalHeadConfig, state_dir: Path) -> RayConnection:
     dashboard_url = f"http://{config.dashboard_host}:{config.dashboard_port}"
     enable_token_auth()
     if marker.exists() and _head_alive(address):
-        return RayConnection(address, started_local_head=True, dashboard_url=dashboard_url)
-    resources = {config.standin_resource: config.standin_slots} if config.standin_slots else {}
+        return RayConnection(
+            address, started_local_head=True, dashboard_url=dashboard_url, reused=True
+        )
+    fault_tolerant = config.gcs_store is not None
+    slots = {config.standin_resource: config.standin_slots} if config.standin_slots else {}
+    # A fault-tolerant head runs the control plane only: its slots go to the data node
+    # (data_node.py), so no engine is placed on the head.
+    resources = {} if fault_tolerant else slots
     command = [
         _ray_cli(),
         "start",
@@ -123,10 +131,11 @@ def start_local_head(config: LocalHeadConfig, state_dir: Path) -> RayConnection:
     # installation's scripts first on PATH so `switchyard` resolves to the same install.
     env = with_serve_tuning(os.environ) if config.serve_tuning else dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    if config.gcs_store is not None:
-        command += _fault_tolerant_head(config, state_dir, env)
+    password_args = _fault_tolerant_head(config, state_dir, env) if fault_tolerant else []
     try:
-        result = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+        result = subprocess.run(
+            command + password_args, capture_output=True, text=True, check=False, env=env
+        )
     except KeyboardInterrupt:
         # `ray start` may have launched the head's daemons already: record their session so
         # `down` (run by the interrupted `up`) finds and stops them.
@@ -141,10 +150,8 @@ def start_local_head(config: LocalHeadConfig, state_dir: Path) -> RayConnection:
             forget_store(state_dir)  # no head to keep its tables for: the local Redis goes
         raise RuntimeError("`ray start --head` failed: " + " | ".join(tail))
     _record_head(state_dir, marker, address, dashboard_url, config.port)
-    if config.gcs_store is not None:
-        from cluster.startup.head_supervisor import start_supervisor
-
-        start_supervisor(state_dir)
+    if fault_tolerant:
+        _start_control_and_data(config, state_dir, command, env, address, slots)
     return RayConnection(address, started_local_head=True, dashboard_url=dashboard_url)
 
 
@@ -166,6 +173,47 @@ def _fault_tolerant_head(
     )
     env.update(head_environment(record))
     return [f"--redis-password={password}"] if password else []
+
+
+def _start_control_and_data(
+    config: LocalHeadConfig,
+    state_dir: Path,
+    head_command: list[str],
+    env: dict[str, str],
+    address: str,
+    slots: dict[str, int],
+) -> None:
+    """Record how the head was started and which processes are its own (before any other
+    node's join the session), start the data node, then the supervisor, which restarts
+    the head from that record with the head's environment (the password stays in the
+    variable that names it, never in a file)."""
+    from cluster.startup.data_node import (
+        data_node_command,
+        data_node_environment,
+        start_data_node,
+    )
+    from cluster.startup.fault_tolerant_head import forget_store, record_head_start
+    from cluster.startup.head_supervisor import start_supervisor
+
+    record_head_start(state_dir, head_command, local_head_processes(state_dir))
+    try:
+        start_data_node(
+            data_node_command(
+                _ray_cli(),
+                head_address=address,
+                node_ip_address=config.node_ip_address,
+                num_cpus=config.num_cpus,
+                resources=slots,
+                dashboard_agent_port=free_port(),
+            ),
+            data_node_environment(env),
+        )
+    except Exception:
+        # A head nobody can send traffic to is not left behind, nor its store.
+        stop_local_head(state_dir)
+        forget_store(state_dir)
+        raise
+    start_supervisor(state_dir, env)
 
 
 def _record_head(
@@ -281,7 +329,10 @@ def local_head_state(state_dir: Path) -> LocalHeadState:
     procs = local_head_processes(state_dir)
     for proc in procs:
         with contextlib.suppress(Exception):
-            names.add(proc.name())
+            name = proc.name()
+            # The head's raylet, not a data node's (data_node.py), which shares the session.
+            if name != "raylet" or "--head" in proc.cmdline():
+                names.add(name)
     return LocalHeadState(
         True,
         session_dir,

@@ -24,7 +24,12 @@ def start_serve() -> None:
 
 
 def cluster_ingress_nodes(
-    overrides: Iterable[NodeOverride], *, head_host: str, port: int, scheme: str
+    overrides: Iterable[NodeOverride],
+    *,
+    head_host: str,
+    port: int,
+    scheme: str,
+    head_serves: bool = True,
 ) -> tuple[IngressNode, ...]:
     """The ingress nodes of the cluster this process has joined, from Ray's node table and
     the operator's overrides."""
@@ -36,6 +41,7 @@ def cluster_ingress_nodes(
         head_host=head_host,
         port=port,
         scheme=scheme,
+        head_serves=head_serves,
     )
 
 

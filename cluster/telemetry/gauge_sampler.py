@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,18 +39,20 @@ def node_usage(
     available: Resources,
     resource: str,
     *,
-    local_node: str | None,
+    local_nodes: Collection[str],
     staged_bytes: int | None,
     disk_free_bytes: int | None,
 ) -> list[NodeUsage]:
-    """One row per node with the accelerator resource; the local node gets the disk figures."""
+    """One row per node with the accelerator resource; the nodes on the manager's machine
+    (`local_nodes`: its own, and a fault-tolerant head's data node, which holds the
+    accelerators and shares the machine's cache) get the disk figures measured there."""
     usage = []
     for node_id, resources in sorted(totals.items()):
         total = int(resources.get(resource, 0))
         if total == 0:
             continue
         free = int(available.get(node_id, {}).get(resource, total))
-        local = node_id == local_node
+        local = node_id in local_nodes
         usage.append(
             NodeUsage(
                 node=node_id[:NODE_ID_CHARS],
@@ -98,7 +100,11 @@ class FleetSampler:
 
         table = ray.get(self._registry.table.remote())
         self._metrics.fleet({r.name: r.state for r in table.live_models()}, table.aliases)
-        totals = {n["NodeID"]: n["Resources"] for n in ray.nodes() if n["Alive"]}  # type: ignore[no-untyped-call]
+        alive = [n for n in ray.nodes() if n["Alive"]]  # type: ignore[no-untyped-call]
+        totals = {n["NodeID"]: n["Resources"] for n in alive}
+        here = ray.get_runtime_context().get_node_id()
+        my_ip = next((n["NodeManagerAddress"] for n in alive if n["NodeID"] == here), None)
+        local_nodes = {here} | {n["NodeID"] for n in alive if n["NodeManagerAddress"] == my_ip}
         available = available_resources_per_node()
         models_dir = self._cache_dir / "models"
         staged = bytes_on_disk(models_dir) if models_dir.is_dir() else 0
@@ -108,7 +114,7 @@ class FleetSampler:
                 totals,
                 available,
                 self._resource,
-                local_node=ray.get_runtime_context().get_node_id(),
+                local_nodes=local_nodes,
                 staged_bytes=staged,
                 disk_free_bytes=shutil.disk_usage(disk_root).free,
             )

@@ -85,8 +85,10 @@ _FACTS_TIMEOUT_S = 10.0
 
 
 def direct_bind_address(*, on_head: bool, node_ip: str, ingress_ips: Collection[str]) -> str:
-    """Where an engine replica's direct port listens: loopback only on the head while the
-    head is the only ingress node, else the node's address.
+    """Where an engine replica's direct port listens: loopback while every gateway that
+    must reach it runs on its own machine (the head while it is the only ingress node, or
+    a node whose address is the only ingress address: a fault-tolerant head's data node,
+    which shares it with nothing else), else the node's address.
 
     Gateway replicas run on the ingress nodes; on the head alone, an engine there needs no
     port beyond loopback (and a head `up` started locally exposes none). Every other
@@ -94,7 +96,8 @@ def direct_bind_address(*, on_head: bool, node_ip: str, ingress_ips: Collection[
     guards it. An unknown ingress set (empty: a stack from before ingress nodes, or a
     registry that restarted and lost its facts) is taken as the head alone, as before."""
     others = {ip for ip in ingress_ips if ip and ip != node_ip}
-    return LOOPBACK if on_head and not others else node_ip
+    local = on_head or node_ip in ingress_ips
+    return LOOPBACK if local and not others else node_ip
 
 
 def ingress_ips_of(facts: Mapping[str, Any]) -> frozenset[str]:
@@ -134,6 +137,8 @@ async def node_address() -> str:
                 on_head=True, node_ip=node_ip or LOOPBACK, ingress_ips=await _ingress_ips()
             )
         if node_ip:
-            return node_ip
+            return direct_bind_address(
+                on_head=False, node_ip=node_ip, ingress_ips=await _ingress_ips()
+            )
     fallback: str = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
     return fallback

@@ -210,7 +210,11 @@ class GatewayReplica:
         self._gateway = Gateway(
             settings,
             RouteView(registry.fetch),
-            ReplicaHealthView(ServeReplicaCounts(), period_s=settings.health_poll_s),
+            ReplicaHealthView(
+                ServeReplicaCounts(),
+                period_s=settings.health_poll_s,
+                confirm=running_replicas_from_status,
+            ),
             backend,
             parse_openai_request,
             registry.report,

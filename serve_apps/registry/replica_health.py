@@ -16,9 +16,30 @@ FetchRunning = Callable[[], Awaitable[Mapping[str, int]]]
 
 
 class ReplicaHealthView:
-    def __init__(self, fetch: FetchRunning, *, period_s: float) -> None:
+    def __init__(
+        self, fetch: FetchRunning, *, period_s: float, confirm: FetchRunning | None = None
+    ) -> None:
+        """`fetch`: the cheap count, polled (Serve's running-replica table); `confirm`: a
+        fuller count asked only when an application the view had seen running drops to
+        none. After a head restart Serve's controller lists the replicas it found alive as
+        recovering, not running, for the seconds it takes to attach to them again: the
+        cheap table would call them gone while they answer. `confirm` counts those."""
         empty: Mapping[str, int] = {}
-        self._refresh = PeriodicRefresh(fetch, empty, period_s=period_s, what="replica health")
+        self._fetch = fetch
+        self._confirm = confirm
+        self._refresh = PeriodicRefresh(
+            self._checked, empty, period_s=period_s, what="replica health"
+        )
+
+    async def _checked(self) -> Mapping[str, int]:
+        counts = await self._fetch()
+        if self._confirm is None:
+            return counts
+        dropped = [app for app, n in self._refresh.value.items() if n and not counts.get(app)]
+        if not dropped:
+            return counts
+        confirmed = await self._confirm()
+        return {**counts, **{app: confirmed.get(app, 0) for app in dropped}}
 
     @property
     def updated_at(self) -> float:

@@ -383,6 +383,12 @@ def run(args: argparse.Namespace) -> int:
     except DeployFailed as exc:
         say(f"[red]a model failed to start:[/red] {exc}")
         return ExitCode.REJECTED
+    except UserInputError:
+        # Refused once the cluster was known (its ingress nodes): what this `up` started
+        # goes, so a refused `up` changes nothing.
+        if stack.started_head:
+            _stop(config.state_dir, lambda line: None)
+        raise
     except Exception as exc:
         # A Ray call that failed because the cluster was stopped under it (`switchyard
         # down` in another terminal while this one starts) is said in one line; anything

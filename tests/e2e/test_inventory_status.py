@@ -52,7 +52,9 @@ def _cli(stack: RunningStack, *args: str) -> subprocess.CompletedProcess[str]:
 def test_status_json_has_the_probed_inventory_with_overrides_marked(stack: RunningStack) -> None:
     inventory = stack.status()["inventory"]
     assert isinstance(inventory, dict)
-    (node,) = inventory["nodes"]
+    # A fault-tolerant head (the fake stack's) declares no slots: its data node does.
+    (node,) = [n for n in inventory["nodes"] if n["accelerator"] == "standin"]
+    assert [n["accelerator"] for n in inventory["nodes"] if n is not node] == ["none"]
     assert node["hostname"] == socket.gethostname()
     assert node["node_ip"]
     assert (node["accelerator"], node["gpu_model"], node["gpu_count"]) == (
@@ -88,6 +90,7 @@ def test_add_dry_run_reports_real_size_and_disk_verdict_per_node(stack: RunningS
     weights = outcome["details"]["weights"]
     assert weights["source"] == "miniature:llama"
     assert 0 < weights["weight_bytes"] <= weights["total_bytes"]
+    # The data node's cache: the head, which holds no slot, stages nothing.
     (verdict,) = weights["disk"]
     # A generated miniature is not copied into the cache: nothing more is needed.
     assert verdict["need_bytes"] == 0

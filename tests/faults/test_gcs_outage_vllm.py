@@ -1,7 +1,8 @@
 """A GCS outage with real vLLM engines: the real stack runs a fault-tolerant head too
-(`up --gcs-store local`). Under load from 4 clients on `default` (a vLLM miniature), the
-head's `gcs_server` is SIGKILLed and its supervisor starts it again: no request fails, no
-engine process restarts, and `status` answers again within 60 s. The fake-engine version,
+(`up --gcs-store local`), so its engines and gateway run on the data node, a worker raylet
+beside the head. Under load from 4 clients on `default` (a vLLM miniature), the head's
+`gcs_server` is SIGKILLed and its supervisor starts it again: no request fails, no engine
+process restarts, and `status` answers again within 60 s. The fake-engine version,
 with fleet operations tried during the outage, is test_gcs_outage.py.
 
 Runs last on the real stack and leaves it as it found it. Prints a `FIGURE` line for
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import time
 
+import psutil
 import pytest
 
 from tests.support import shared_stacks
@@ -28,9 +30,14 @@ def stack(real_stack: RunningStack) -> RunningStack:
     return real_stack
 
 
+def _raylet_of(proc: psutil.Process) -> psutil.Process:
+    return next(p for p in proc.parents() if p.name() == "raylet")
+
+
 def test_vllm_engines_keep_answering_through_a_gcs_restart(stack: RunningStack) -> None:
     serving = stack.default_model()
     engine = stack.engine_process(serving)
+    assert "--head" not in _raylet_of(engine).cmdline(), "the vLLM engine runs on the head"
     gcs = next(p for p in stack.processes() if p.name() == "gcs_server")
     with StatusLoad(stack.base_url, "default", workers=CLIENTS, api_key=API_KEY) as load:
         wait_until(lambda: sum(o.ok for o in load.snapshot()) >= 4, 300)

@@ -42,11 +42,24 @@ def stack(
     reload = _keys(fake_stack, "reload", str(path))
     assert reload.returncode == 0, reload.stderr
     assert "alice" in reload.stdout and ALICE_KEY not in reload.stdout
-    wait_until(lambda: _chat(fake_stack, ALICE_KEY, "small").status_code != 401, 10)
+    wait_until(lambda: _every_replica_answers(fake_stack, ALICE_KEY, 200), 10)
     yield fake_stack
     back = _keys(fake_stack, "reload")  # the file `up --keys` named
     assert back.returncode == 0, back.stderr
-    wait_until(lambda: _chat(fake_stack, ALICE_KEY, "small").status_code == 401, 10)
+    wait_until(lambda: _every_replica_answers(fake_stack, ALICE_KEY, 401), 10)
+
+
+def _every_replica_answers(stack: RunningStack, key: str, status: int) -> bool:
+    """Whether both gateway replicas know the table: a listing (it counts against no quota)
+    on new connections, which SO_REUSEPORT spreads over the replicas, answers `status` each
+    time."""
+    for _ in range(8):
+        listed = httpx.get(
+            f"{stack.base_url}/models", headers={"Authorization": f"Bearer {key}"}, timeout=30
+        )
+        if listed.status_code != status:
+            return False
+    return True
 
 
 def _keys(stack: RunningStack, *args: str) -> subprocess.CompletedProcess[str]:

@@ -2,9 +2,10 @@
 
 On the head, loopback while the head is the only ingress node (or the ingress set is not
 known: a stack from before ingress nodes, a registry that lost its facts); the node's own
-address as soon as a gateway elsewhere must reach it. A non-head node always listens on its
-own address. The ingress set is read from the registry's `endpoints` fact, ignoring
-anything malformed there.
+address as soon as a gateway elsewhere must reach it. A non-head node listens on loopback
+only when the ingress addresses are its own alone (a fault-tolerant head's data node,
+whose gateway is beside it), else on its own address. The ingress set is read from the
+registry's `endpoints` fact, ignoring anything malformed there.
 """
 
 from __future__ import annotations
@@ -71,13 +72,18 @@ def test_the_head_listens_on_its_address_when_another_node_is_the_only_ingress()
 
 
 @pytest.mark.parametrize(
-    "ingress",
-    [frozenset(), frozenset({HEAD_IP}), frozenset({OTHER_IP}), frozenset({HEAD_IP, OTHER_IP})],
+    "ingress", [frozenset(), frozenset({HEAD_IP}), frozenset({HEAD_IP, OTHER_IP})]
 )
-def test_a_node_other_than_the_head_always_listens_on_its_own_address(
+def test_a_node_other_than_the_head_listens_on_its_own_address_for_gateways_elsewhere(
     ingress: frozenset[str],
 ) -> None:
     assert direct_bind_address(on_head=False, node_ip=OTHER_IP, ingress_ips=ingress) == OTHER_IP
+
+
+def test_a_node_whose_address_is_the_only_ingress_address_listens_on_loopback() -> None:
+    """The data node of a fault-tolerant head: the only gateway is its own."""
+    alone = frozenset({OTHER_IP})
+    assert direct_bind_address(on_head=False, node_ip=OTHER_IP, ingress_ips=alone) == LOOPBACK
 
 
 # ---------------------------------------------------------------- reading the ingress set

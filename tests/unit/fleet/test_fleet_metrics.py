@@ -91,6 +91,8 @@ def test_the_accelerator_resource_follows_the_cluster_kind(
 
 
 def test_node_usage_is_total_minus_available_and_disk_only_where_measured() -> None:
+    """Disk figures go to the nodes on the manager's machine (`local_nodes`), whose cache
+    the manager measured; a node elsewhere has none."""
     head, worker, cpu_only = "a" * 40, "b" * 40, "c" * 40
     totals = {
         head: {"GPU": 8.0, "CPU": 64.0},
@@ -99,7 +101,7 @@ def test_node_usage_is_total_minus_available_and_disk_only_where_measured() -> N
     }
     available = {head: {"GPU": 2.0}, worker: {"GPU": 4.0}, cpu_only: {"CPU": 16.0}}
     usage = node_usage(
-        totals, available, "GPU", local_node=head, staged_bytes=123, disk_free_bytes=456
+        totals, available, "GPU", local_nodes={head}, staged_bytes=123, disk_free_bytes=456
     )
     assert [(u.node, u.accelerators, u.accelerators_claimed) for u in usage] == [
         ("a" * 12, 8, 6),
@@ -107,6 +109,23 @@ def test_node_usage_is_total_minus_available_and_disk_only_where_measured() -> N
     ]
     assert (usage[0].staged_bytes, usage[0].disk_free_bytes) == (123, 456)
     assert (usage[1].staged_bytes, usage[1].disk_free_bytes) == (None, None)
+
+
+def test_a_data_node_on_the_managers_machine_gets_its_disk_figures() -> None:
+    """A fault-tolerant head holds no accelerator: its data node, beside it, has the row."""
+    head, data = "a" * 40, "d" * 40
+    totals = {head: {"CPU": 8.0}, data: {"accel_slot": 4.0}}
+    usage = node_usage(
+        totals,
+        {data: {"accel_slot": 3.0}},
+        "accel_slot",
+        local_nodes={head, data},
+        staged_bytes=123,
+        disk_free_bytes=456,
+    )
+    assert [(u.node, u.accelerators_claimed, u.staged_bytes, u.disk_free_bytes) for u in usage] == [
+        ("d" * 12, 1, 123, 456)
+    ]
 
 
 class _Instrument:

@@ -4,7 +4,9 @@ are named and pinned (`serve_apps/gateway/serve_deployment.py`).
 The ingress nodes are the alive ones `is_ingress` accepts, the head first, then by node id.
 The head binds the configured host; another node binds its own address unless that host is
 a wildcard. When overrides take every node out, the head serves anyway, marked `fallback`.
-Each ingress node has its own gateway app, pinned to it.
+A fault-tolerant head serves no traffic (`head_serves` False): only the other ingress
+nodes do, a node on the head's machine where the head would have. Each ingress node has
+its own gateway app, pinned to it.
 """
 
 from __future__ import annotations
@@ -129,6 +131,48 @@ def test_without_a_head_entry_the_heads_app_serves_on_the_configured_host() -> N
         url="http://127.0.0.1:8000",
         fallback=True,
     )
+
+
+# ------------------------------------------------------- a fault-tolerant head serves none
+
+
+def test_a_head_that_does_not_serve_leaves_the_endpoint_to_the_other_ingress_nodes() -> None:
+    entries = [head(), ray_node(NODE_B, "10.0.0.3", labels=INGRESS), ray_node(NODE_A, "10.0.0.2")]
+    nodes = ingress_nodes(
+        entries, (), head_host="10.0.0.1", port=8000, scheme="http", head_serves=False
+    )
+    assert [(n.node_id, n.host, n.url, n.is_head) for n in nodes] == [
+        (NODE_B, "10.0.0.3", "http://10.0.0.3:8000", False)
+    ]
+
+
+def test_the_data_node_on_the_heads_machine_serves_where_the_head_would_have() -> None:
+    """The local data node shares the head's address: it binds the configured host (say
+    127.0.0.1, which the head advertises as the machine's address) and keeps the URL `up`
+    prints."""
+    entries = [head("192.0.2.2"), ray_node(NODE_A, "192.0.2.2", labels=INGRESS)]
+    (node,) = ingress_nodes(
+        entries, (), head_host="127.0.0.1", port=8000, scheme="http", head_serves=False
+    )
+    assert (node.node_id, node.host, node.url, node.is_head, node.fallback) == (
+        NODE_A,
+        "127.0.0.1",
+        "http://127.0.0.1:8000",
+        False,
+        False,
+    )
+    assert node.app_name == gateway_app_name(NODE_A, False)
+
+
+def test_a_head_that_does_not_serve_and_no_other_ingress_node_leave_no_endpoint() -> None:
+    """No fallback to the head here: `up` refuses the cluster in one line."""
+    taken_out = (NodeOverride(label="switchyard.io/role=ingress", ingress=False),)
+    entries = [head(), ray_node(NODE_A, "10.0.0.2", labels=INGRESS)]
+    for cluster, overrides in ((entries[:1], ()), (entries, taken_out)):
+        found = ingress_nodes(
+            cluster, overrides, head_host="10.0.0.1", port=8000, scheme="http", head_serves=False
+        )
+        assert found == ()
 
 
 # -------------------------------------------------------------------- URLs and records
