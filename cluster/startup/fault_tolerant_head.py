@@ -153,6 +153,25 @@ def alive(process: RecordedProcess) -> psutil.Process | None:
         return None
 
 
+def surviving_head_processes(record: FaultTolerantHeadRecord) -> list[psutil.Process]:
+    """What still runs of the processes the head started, and of everything they run (the
+    head raylet's workers: Serve's controller, the manager, the registry)."""
+    import psutil
+
+    found: dict[int, psutil.Process] = {}
+    for entry in record.head_processes:
+        proc = alive(entry)
+        if proc is None:
+            continue
+        found[proc.pid] = proc
+        try:
+            for child in proc.children(recursive=True):
+                found[child.pid] = child
+        except psutil.Error:
+            continue
+    return list(found.values())
+
+
 def store_password(env_name: str | None) -> str | None:
     """The Redis password from the variable `--gcs-store-password-env` names."""
     if env_name is None:

@@ -1,4 +1,5 @@
-"""The supervisor of a fault-tolerant local head: when the head's GCS dies, start it again.
+"""The supervisor of a fault-tolerant local head: when the head's GCS, or the whole head,
+dies, start it again.
 
 `up --gcs-store ...` starts it as a detached process (`python -m
 cluster.startup.head_supervisor STATE_DIR`) and records its pid in the state directory's
@@ -11,8 +12,7 @@ the head's processes (found by the head's session directory, as `down` finds the
   store, the raylets reconnect (they wait `RAY_gcs_rpc_server_reconnect_timeout_s`), and
   running actors and replicas never stopped;
 - for `--gcs-store local`, when the `redis-server` is gone it starts it again on the same
-  port and directory (its append-only file keeps every write).
-
+  port and directory (its append-only file keeps every write);
 - when the head's raylet is gone, the whole head goes with it: the supervisor stops what
   is left of the processes the head started (the record's `head_processes`), then runs
   the head's `ray start --head` again (the record's `head_command`, in the head's
@@ -35,7 +35,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,10 +44,10 @@ import psutil
 from cluster.startup.fault_tolerant_head import (
     FaultTolerantHeadRecord,
     Outage,
-    alive,
     read_head_record,
     recorded,
     spawn_redis,
+    surviving_head_processes,
     write_head_record,
 )
 from cluster.startup.ray_runtime import LOCAL_HEAD_MARKER, gcs_reachable, local_head_processes
@@ -112,6 +112,10 @@ class HeadSupervisor:
         self._gcs_pid: int | None = None
         self._head_seen = False
         self._stopping = False
+        # The processes watched, found by a scan of the session's processes only when the
+        # one held is gone: a scan every pass cost more CPU than everything else the idle
+        # head runs together.
+        self._held: dict[str, psutil.Process] = {}
 
     def stop(self) -> None:
         self._stopping = True
@@ -133,6 +137,27 @@ class HeadSupervisor:
             if outage.process in processes and outage.recovered_at is None:
                 outage.recovered_at = time.time()
         write_head_record(self._state_dir, record)
+
+    def _find(self, what: str, scan: Callable[[], psutil.Process | None]) -> psutil.Process | None:
+        held = self._held.get(what)
+        if held is not None and _running(held):
+            return held
+        found = scan()
+        if found is None:
+            self._held.pop(what, None)
+        else:
+            self._held[what] = found
+        return found
+
+    def _gcs_process(self) -> psutil.Process | None:
+        return self._find("gcs_server", lambda: _head_process(self._state_dir, "gcs_server"))
+
+    def _head_raylet(self) -> psutil.Process | None:
+        def scan() -> psutil.Process | None:
+            found = (p for p in local_head_processes(self._state_dir) if _is_head_raylet(p))
+            return next(found, None)
+
+        return self._find("raylet", scan)
 
     def check_once(self) -> None:
         self._check_redis()
@@ -160,7 +185,7 @@ class HeadSupervisor:
         log.warning("redis-server is back (pid %d) after %.1f s", pid, time.monotonic() - started)
 
     def _check_gcs(self) -> None:
-        running = _head_process(self._state_dir, "gcs_server")
+        running = self._gcs_process()
         if running is not None:
             if self._gcs is None or self._gcs_pid != running.pid:
                 self._gcs = _spec_of(running)
@@ -205,7 +230,7 @@ class HeadSupervisor:
     def _check_head(self) -> bool:
         """True when the head's raylet is gone and the whole head was (or is being)
         started again; the GCS check waits for it."""
-        if any(_is_head_raylet(p) for p in local_head_processes(self._state_dir)):
+        if self._head_raylet() is not None:
             self._head_seen = True
             return False
         if not self._head_seen:
@@ -236,15 +261,7 @@ class HeadSupervisor:
     def _stop_rest_of_head(self, record: FaultTolerantHeadRecord) -> None:
         """What survives of the head's own processes (the GCS, the dashboard, the
         monitors) holds its ports: stopped, never the data node's."""
-        doomed: dict[int, psutil.Process] = {}
-        for entry in record.head_processes:
-            proc = alive(entry)
-            if proc is None:
-                continue
-            doomed[proc.pid] = proc
-            with contextlib.suppress(psutil.Error):
-                for child in proc.children(recursive=True):
-                    doomed[child.pid] = child
+        doomed = {proc.pid: proc for proc in surviving_head_processes(record)}
         gcs = _head_process(self._state_dir, "gcs_server")
         if gcs is not None:
             doomed[gcs.pid] = gcs
@@ -312,6 +329,14 @@ class HeadSupervisor:
                 log.exception("supervision pass failed; retrying")
             time.sleep(POLL_S)
         log.info("stopped (the head's record is gone, or asked to stop)")
+
+
+def _running(proc: psutil.Process) -> bool:
+    """Still the process it was (not a later one with its pid), and not a zombie."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _is_zombie(pid: int) -> bool:

@@ -145,26 +145,19 @@ def _kill_whole_head(stack: RunningStack) -> None:
     `ray start --head` started (the record's `head_processes`: the GCS, the head's raylet,
     the dashboard, the monitors) and everything those run (Serve's controller, the fleet
     manager, the registry). The data node's raylet and its replicas are left alone."""
-    from cluster.startup.fault_tolerant_head import alive
+    from cluster.startup.fault_tolerant_head import surviving_head_processes
 
     record = read_head_record(stack.state_dir)
     assert record is not None and record.head_processes
-    doomed: dict[int, psutil.Process] = {}
-    for entry in record.head_processes:
-        proc = alive(entry)
-        if proc is None:
-            continue
-        doomed[proc.pid] = proc
-        for child in proc.children(recursive=True):
-            doomed[child.pid] = child
+    doomed = surviving_head_processes(record)
     names = set()
-    for proc in doomed.values():
+    for proc in doomed:
         try:
             names.add(proc.name())
             proc.kill()
         except psutil.NoSuchProcess:
             continue
-    psutil.wait_procs(list(doomed.values()), timeout=10)
+    psutil.wait_procs(doomed, timeout=10)
     assert {"gcs_server", "raylet"} <= names, names
     assert not any("ServeReplica" in n for n in names), "a replica ran on the head"
 
@@ -203,7 +196,6 @@ def _outage(stack: RunningStack, tmp_path: Path, what: str, kill: Callable[[], N
             status = stack.cli("status", timeout_s=60)
             assert status.returncode == 3, status.stdout + status.stderr
             assert "fault-tolerant" in status.stdout, status.stdout
-            time.sleep(3)  # the data plane on its own a while longer
         finally:
             supervisor.send_signal(signal.SIGCONT)
         resumed_at = time.monotonic()
