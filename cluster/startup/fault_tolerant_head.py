@@ -156,20 +156,10 @@ def alive(process: RecordedProcess) -> psutil.Process | None:
 def surviving_head_processes(record: FaultTolerantHeadRecord) -> list[psutil.Process]:
     """What still runs of the processes the head started, and of everything they run (the
     head raylet's workers: Serve's controller, the manager, the registry)."""
-    import psutil
+    from cluster.startup.ray_runtime import with_descendants
 
-    found: dict[int, psutil.Process] = {}
-    for entry in record.head_processes:
-        proc = alive(entry)
-        if proc is None:
-            continue
-        found[proc.pid] = proc
-        try:
-            for child in proc.children(recursive=True):
-                found[child.pid] = child
-        except psutil.Error:
-            continue
-    return list(found.values())
+    running = (alive(entry) for entry in record.head_processes)
+    return with_descendants(proc for proc in running if proc is not None)
 
 
 def store_password(env_name: str | None) -> str | None:

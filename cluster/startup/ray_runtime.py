@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -282,15 +283,26 @@ def local_head_processes(state_dir: Path) -> list[psutil.Process]:
     session_dir = json.loads(marker.read_text()).get("session_dir")
     if not session_dir:
         return []
+    roots = [
+        root
+        for root in psutil.process_iter(["cmdline"])
+        if any(session_dir in arg for arg in (root.info.get("cmdline") or []))
+    ]
+    return with_descendants(roots)
+
+
+def with_descendants(roots: Iterable[psutil.Process]) -> list[psutil.Process]:
+    """`roots` and every process under them, each once (one that is gone is skipped)."""
+    import psutil
+
     found: dict[int, psutil.Process] = {}
-    for root in psutil.process_iter(["cmdline"]):
-        if any(session_dir in arg for arg in (root.info.get("cmdline") or [])):
-            found[root.pid] = root
-            try:
-                for child in root.children(recursive=True):
-                    found[child.pid] = child
-            except psutil.NoSuchProcess:
-                continue
+    for root in roots:
+        found[root.pid] = root
+        try:
+            for child in root.children(recursive=True):
+                found[child.pid] = child
+        except psutil.Error:
+            continue
     return list(found.values())
 
 
