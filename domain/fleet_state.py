@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
+from domain.engine_capacity import CapacityFigures, ModelCapacity
 from domain.fleet_file import FleetModelEntry
 
 FLEET_FORMAT_VERSION = 2
@@ -61,6 +62,11 @@ class FleetState(BaseModel):
     generations: dict[str, int] = Field(default_factory=dict)
     """The last generation handed out per model name, kept after a model is removed so a
     new deployment of that name never reuses the app name of one still shutting down."""
+    capacity: dict[str, ModelCapacity] = Field(default_factory=dict)
+    """Per served model: admission's prediction and what its engine logged at start-up."""
+    observed_capacity: dict[str, CapacityFigures] = Field(default_factory=dict)
+    """`CapacityKey` digest -> what an engine of that deployment logged; kept after the
+    model is removed, so the next admission of the same deployment uses it."""
 
     def startup_of(self, config: ModelDeploymentConfig) -> float | None:
         return self.startup_seconds.get(startup_key(config))
@@ -68,6 +74,18 @@ class FleetState(BaseModel):
     def with_startup(self, config: ModelDeploymentConfig, seconds: float) -> FleetState:
         started = {**self.startup_seconds, startup_key(config): round(seconds, 3)}
         return self.model_copy(update={"startup_seconds": started})
+
+    def with_capacity(self, name: str, capacity: ModelCapacity) -> FleetState:
+        """`name`'s capacity recorded; its observed KV figures kept under its key too."""
+        observed = dict(self.observed_capacity)
+        if capacity.key and capacity.observed.kv_cache_tokens is not None:
+            observed[capacity.key] = capacity.observed
+        return self.model_copy(
+            update={
+                "capacity": {**self.capacity, name: capacity},
+                "observed_capacity": observed,
+            }
+        )
 
     def next_app(self, name: str) -> AppName:
         return AppName(name, self.generations.get(name, 0) + 1)
@@ -101,7 +119,8 @@ class FleetState(BaseModel):
         """`name` gone with the aliases that pointed at it."""
         models = {n: m for n, m in self.models.items() if n != name}
         aliases = {a: m for a, m in self.aliases.items() if m != name}
-        return self.model_copy(update={"models": models, "aliases": aliases})
+        capacity = {n: c for n, c in self.capacity.items() if n != name}
+        return self.model_copy(update={"models": models, "aliases": aliases, "capacity": capacity})
 
     def with_alias(self, alias: str, name: str) -> FleetState:
         return self.model_copy(update={"aliases": {**self.aliases, alias: name}})

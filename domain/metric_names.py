@@ -296,6 +296,14 @@ DISK_FREE_BYTES = MetricSpec(
     ("node",),
     "Free bytes on the staging cache's filesystem (measured on the manager's node).",
 )
+KV_PREDICTION_RATIO = MetricSpec(
+    "switchyard_manager_kv_prediction_ratio",
+    Kind.GAUGE,
+    ("model",),
+    "Observed over predicted KV cache tokens of each served model: what its engine logged at "
+    "start-up over what admission predicted for its deployment (1.0: the memory model was "
+    "exact; absent while the engine logged no KV size).",
+)
 
 GATEWAY_METRICS: tuple[MetricSpec, ...] = (
     GATEWAY_REQUESTS,
@@ -328,6 +336,7 @@ MANAGER_METRICS: tuple[MetricSpec, ...] = (
     ACCELERATORS_TOTAL,
     ACCELERATORS_CLAIMED,
     STAGED_BYTES,
+    KV_PREDICTION_RATIO,
     DISK_FREE_BYTES,
 )
 

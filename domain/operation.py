@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from domain.deployment_config import ModelDeploymentConfig
+from domain.engine_capacity import ModelCapacity
 from domain.exit_codes import ExitCode
 from domain.fleet_file import FleetModelEntry
 
@@ -107,6 +108,9 @@ class AdmissionSummary(_Record):
     reasons: list[str] = Field(default_factory=list)
     layout: str
     candidate_reasons: list[str] = Field(default_factory=list)
+    kv_source: str | None = None
+    """Where the judged layout's KV capacity came from: `model` or `observed`
+    (policies.admission.KvSource)."""
 
 
 class OperationDetails(BaseModel):
@@ -146,6 +150,9 @@ class OperationDetails(BaseModel):
     admission: AdmissionSummary | None = None
     weights: dict[str, Any] | None = None
     """A dry run's weight sizes and per-node disk verdicts."""
+    predicted_capacity: ModelCapacity | None = None
+    """What admission predicted for the deployment it admitted (and that deployment's
+    `CapacityKey`): the engine's logged figures join it once it has started."""
 
     @model_serializer(mode="wrap")
     def _without_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

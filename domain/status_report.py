@@ -27,6 +27,20 @@ class ModelLive(_Document):
     ttft_p95_s: float | None = None
 
 
+class CapacitySide(_Document):
+    """Per engine (one GPU of the limiting stage); null for what that side does not know."""
+
+    weights_gib: float | None = None
+    kv_cache_gib: float | None = None
+    kv_cache_tokens: int | None = None
+    cuda_graph_gib: float | None = None
+
+
+class ModelCapacityStatus(_Document):
+    predicted: CapacitySide
+    observed: CapacitySide
+
+
 class ModelStatus(_Document):
     """One model as clients and the fleet see it now."""
 
@@ -43,6 +57,9 @@ class ModelStatus(_Document):
     """Its Serve application (`model-<name>-g<generation>`)."""
     generated_tok_s: float | None = None
     ttft_p95_s: float | None = None
+    capacity: ModelCapacityStatus | None = None
+    """What admission predicted for its deployment and what its engine logged at start-up;
+    None until the manager has recorded a start of it."""
 
 
 class MetricsStatus(_Document):

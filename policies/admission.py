@@ -21,7 +21,7 @@ best usable layout of each objective.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -39,11 +39,30 @@ from policies.layout_rules import (
     decode_context_parallel_backend,
     tensor_parallel_within_node,
 )
-from policies.memory import KvCacheDtype, estimate_memory
+from policies.memory import KvCacheDtype, estimate_memory, with_observed_kv
 from policies.placement import place
 from policies.reasons import Reason, ReasonCode
 from policies.throughput import throughput
 from policies.units import gib
+from policies.vllm_versions import MemoryRules
+
+
+class KvSource(StrEnum):
+    """Where a candidate's KV capacity comes from (`kv_source` in a verdict)."""
+
+    MODEL = "model"
+    """The memory model (`policies.memory`, `policies.engine_memory`)."""
+    OBSERVED = "observed"
+    """An engine of this cluster logged it for the same deployment: same config, GPU
+    profile, layout, vLLM version, engine settings and memory-relevant environment."""
+
+
+@dataclass(frozen=True)
+class ObservedKv:
+    """The KV cache size an engine of the judged deployment logged ("GPU KV cache size")."""
+
+    layout: Layout
+    kv_cache_tokens: int
 
 
 class Objective(StrEnum):
@@ -76,6 +95,14 @@ class AdmissionRequest:
     """Enumerate only layouts with this decode-context-parallel size (None: all)."""
     objective: Objective = Objective.THROUGHPUT
     enforce_eager: bool = False
+    vllm: MemoryRules = field(default_factory=MemoryRules.newest)
+    """The vLLM version's rules: which terms it subtracts before sizing the KV cache."""
+    kv_cache_memory_bytes: int | None = None
+    """KV space given outright (`--kv-cache-memory-bytes`, VLLM_CPU_KVCACHE_SPACE)."""
+    language_model_only: bool = False
+    """vLLM's `--language-model-only`: a multimodal wrapper's encoder is not loaded."""
+    observed_kv: ObservedKv | None = None
+    """What an engine of this deployment logged; used for its layout instead of the model."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
@@ -88,7 +115,7 @@ class AdmissionRequest:
             raise InvalidRequest(
                 f"weights override must be > 0 bytes, got {self.weights_override_bytes}"
             )
-        for name in ("max_num_batched_tokens", "max_num_seqs", "dcp"):
+        for name in ("max_num_batched_tokens", "max_num_seqs", "dcp", "kv_cache_memory_bytes"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise InvalidRequest(f"{name} must be >= 1, got {value}")
@@ -121,6 +148,7 @@ class Candidate:
     """What that stage's GPU has left for the KV cache ("Available KV cache memory")."""
     throughput_tok_s_ceiling: float = 0.0
     saturation_concurrency: int = 0
+    kv_source: KvSource = KvSource.MODEL
 
     @property
     def usable(self) -> bool:
@@ -142,6 +170,7 @@ class Candidate:
             "kv_cache_bytes": self.kv_cache_bytes,
             "kv_bytes_per_token_per_gpu": self.kv_bytes_per_token_per_gpu,
             "kv_cache_tokens": self.kv_cache_tokens,
+            "kv_source": self.kv_source.value,
             "max_concurrency": round(self.max_concurrency, 2),
             "decode_tok_s_ceiling": round(self.decode_tok_s_ceiling, 1),
             "saturation_concurrency": self.saturation_concurrency,
@@ -203,6 +232,8 @@ def admit(
     elif weights is None:
         weights = estimate_weights(spec)
     shape = model_bytes(spec).scaled_to(weights)
+    if request.language_model_only:
+        shape = replace(shape, extra=0)
     max_len = request.max_model_len or spec.max_context
 
     candidates: list[Candidate] = []
@@ -253,6 +284,7 @@ def _engine_settings(request: AdmissionRequest, gpu: GpuProfile, layout: Layout)
         max_num_batched_tokens=request.max_num_batched_tokens or defaults.max_num_batched_tokens,
         max_num_seqs=request.max_num_seqs or defaults.max_num_seqs,
         enforce_eager=request.enforce_eager,
+        cuda_graphs_subtracted=request.vllm.cuda_graphs_subtracted,
     )
 
 
@@ -291,7 +323,13 @@ def _judge(
         kv_cache_dtype=request.kv_cache_dtype,
         max_model_len=max_len,
         settings=settings,
+        kv_cache_memory_bytes=request.kv_cache_memory_bytes,
     )
+    kv_source = KvSource.MODEL
+    observed = request.observed_kv
+    if observed is not None and observed.layout == layout and memory.weights_fit:
+        memory = with_observed_kv(memory, spec, layout, observed.kv_cache_tokens)
+        kv_source = KvSource.OBSERVED
     headroom = gpu.memory_bytes - memory.budget_bytes
     if headroom < cuda_context_bytes(gpu):
         fit_reasons.append(
@@ -363,6 +401,7 @@ def _judge(
         kv_cache_bytes=memory.kv_cache_bytes,
         throughput_tok_s_ceiling=at_load.tokens_per_second,
         saturation_concurrency=at_load.saturation_concurrency,
+        kv_source=kv_source,
     )
 
 

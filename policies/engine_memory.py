@@ -54,6 +54,9 @@ class EngineSettings:
     max_num_batched_tokens: int
     max_num_seqs: int
     enforce_eager: bool = False
+    cuda_graphs_subtracted: bool = True
+    """The vLLM version subtracts its CUDA-graph estimate before sizing the KV cache
+    (`policies.vllm_versions.MemoryRules`); otherwise the graphs take the headroom."""
 
 
 _FP32 = 4
@@ -250,7 +253,11 @@ def non_kv_breakdown(
         MemoryTerm.ACTIVATION_PEAK: activation_peak_bytes(
             spec, layout, settings, last_stage=last_stage
         ),
-        MemoryTerm.CUDA_GRAPHS: cuda_graph_bytes(spec, layout, gpu, settings, layers),
+        MemoryTerm.CUDA_GRAPHS: (
+            cuda_graph_bytes(spec, layout, gpu, settings, layers)
+            if settings.cuda_graphs_subtracted
+            else 0
+        ),
         MemoryTerm.COMMUNICATION: communication_bytes(layout, gpu),
         MemoryTerm.RUNTIME: runtime_bytes(spec, gpu, last_stage=last_stage),
     }

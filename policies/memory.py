@@ -13,7 +13,7 @@ token over `dcp` ranks, so a GPU stores 1/dcp of the tokens.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from policies.checkpoint.model_spec import ModelSpec
@@ -196,7 +196,11 @@ def estimate_memory(
     kv_cache_dtype: KvCacheDtype,
     max_model_len: int,
     settings: EngineSettings,
+    kv_cache_memory_bytes: int | None = None,
 ) -> MemoryEstimate:
+    """`kv_cache_memory_bytes`: the KV space the engine is given outright (vLLM's
+    `--kv-cache-memory-bytes`; VLLM_CPU_KVCACHE_SPACE on the CPU engine), which replaces
+    what the budget leaves once the weights and overhead fit in it."""
     # vLLM's request_memory rounds the budget up.
     budget = -(-gpu.memory_bytes * round(gpu_memory_utilization * 10**6) // 10**6)
     stages = pipeline_stages(spec.num_layers, layout.pp)
@@ -220,6 +224,8 @@ def estimate_memory(
         )
         breakdowns.append(terms)
         free = max(0, budget - sum(terms.values()))
+        if kv_cache_memory_bytes is not None and free > 0:
+            free = kv_cache_memory_bytes
         free_by_stage.append(free)
         # DCP ranks each keep every dcp-th token of a request, so one block of a GPU's cache
         # stands for block_size x dcp tokens (vllm/v1/core/kv_cache_utils.py
@@ -268,3 +274,23 @@ def _longest_request(
         else:
             high = mid - 1
     return low * KV_BLOCK_TOKENS
+
+
+def with_observed_kv(
+    estimate: MemoryEstimate, spec: ModelSpec, layout: Layout, kv_cache_tokens: int
+) -> MemoryEstimate:
+    """`estimate` with the KV cache an engine of the same deployment logged: its tokens, the
+    bytes they take on the limiting stage's GPU, and what follows from them."""
+    stage = max(pipeline_stages(spec.num_layers, layout.pp), key=len)
+    per_token = estimate.kv_bytes_per_token_per_gpu
+    free = kv_cache_tokens * per_token
+    per_layer = ceil_div(per_token * layout.dcp, len(stage))
+    return replace(
+        estimate,
+        kv_cache_bytes=free,
+        kv_cache_tokens=kv_cache_tokens,
+        max_concurrency=free / estimate.request_kv_bytes if estimate.request_kv_bytes else 0.0,
+        max_model_len_fit=_longest_request(
+            spec, stage, per_layer, free * layout.dcp, estimate.max_model_len
+        ),
+    )

@@ -23,6 +23,16 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
             if change.get("engine"):
                 settings = ", ".join(f"{k}={v}" for k, v in sorted(change["engine"].items()))
                 lines.append(f"     engine: {settings}")
+            capacity = change.get("capacity") or {}
+            if capacity.get("kv_cache_tokens") is not None:
+                source = (
+                    "logged by an engine of this deployment"
+                    if capacity.get("kv_source") == "observed"
+                    else "the memory model's prediction"
+                )
+                lines.append(
+                    f"     KV cache {capacity['kv_cache_tokens']:,} tokens per engine ({source})"
+                )
             lines.extend(f"     {note}" for note in change.get("recipe", []))
         lines.extend(f"     refused: {reason}" for reason in change["reasons"])
         lines.extend(f"     {alias}: {what}" for alias, what in change["aliases"].items())

@@ -8,9 +8,10 @@ actor (`cluster/ray_adapters/manager_actor.py`), joined from a terminal or from 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from domain.engine_capacity import ModelCapacity
 from domain.exit_codes import UserInputError
 from domain.fleet_file import FleetFile, FleetModelEntry
 from domain.fleet_state import FleetState
@@ -38,6 +39,8 @@ class ManagerView:
     operation: RunningOperation | None
     live_metrics: MetricsStatus | None
     last_swap: SwapSummary | None
+    capacity: dict[str, ModelCapacity] = field(default_factory=dict)
+    """Per served model: admission's prediction and what its engine logged."""
 
 
 class ManagerApi(Protocol):
@@ -158,13 +161,14 @@ class RayManagerClient:
     def view(self) -> ManagerView:
         import ray
 
-        inventory, operation, live, last_swap = ray.get(
+        inventory, operation, live, last_swap, capacity = ray.get(
             [
                 self._actor.inventory.remote(),
                 self._actor.current.remote(),
                 self._actor.live_metrics.remote(),
                 self._actor.last_swap.remote(),
+                self._actor.capacity.remote(),
             ],
             timeout=STATUS_TIMEOUT_S,
         )
-        return ManagerView(inventory, operation, live, last_swap)
+        return ManagerView(inventory, operation, live, last_swap, capacity)

@@ -15,6 +15,7 @@ from cluster.fleet.operation_recorder import OperationRecorder
 from cluster.fleet.ports import DeployFailed, PlacementRefused
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
+from domain.engine_capacity import ModelCapacity
 from domain.model_state import ModelState
 
 
@@ -92,6 +93,24 @@ def finish_bring_up(
     ctx.desired.update(ctx.desired.state.with_startup(config, seconds))
     steps = ctx.ports.serve.startup_steps(app, deployed, warm_up_s)
     ctx.metrics.startup_steps(steps.seconds)
+    _record_capacity(ctx, app, config, op)
     if op is not None:
         op.details.startup_steps = steps.seconds
         op.note(f"{config.name} started in {seconds:.1f} s: {steps.describe()}")
+
+
+def _record_capacity(
+    ctx: FleetContext, app: AppName, config: ModelDeploymentConfig, op: OperationRecorder | None
+) -> None:
+    """What the engine logged of its capacity, next to what admission predicted for it (the
+    operation's record; a start without one, as reconcile's redeploy, keeps only the log)."""
+    logged = ctx.ports.serve.logged_capacity(app)
+    predicted = op.details.predicted_capacity if op is not None else None
+    capacity = (predicted or ModelCapacity()).model_copy(update={"observed": logged})
+    ctx.desired.update(ctx.desired.state.with_capacity(config.name, capacity))
+    ratio = capacity.kv_prediction_ratio
+    if op is not None and ratio is not None:
+        op.note(
+            f"{config.name}'s engine logged {capacity.observed.kv_cache_tokens:,} KV tokens, "
+            f"{ratio:.3f} x the prediction"
+        )

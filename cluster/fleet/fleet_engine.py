@@ -130,6 +130,7 @@ class FleetEngine:
             inventory=inventory,
             accelerator=ctx.settings.accelerator,
             startup_of=state.startup_of,
+            observed=state.observed_capacity,
         )
         return plan_fleet(diff, live, state.aliases, sources)
 

@@ -20,6 +20,7 @@ from cluster.fleet.admission_gate import auto_layout_of, decide
 from cluster.fleet.deployment_resolution import resolve_deployment
 from cluster.fleet.preflight import refusals
 from domain.deployment_config import AcceleratorConfig, LayoutConfig, ModelDeploymentConfig
+from domain.engine_capacity import CapacityFigures
 from domain.fleet_file import FleetModelEntry
 from domain.fleet_file_diff import ChangeAction, FleetChange, FleetDiff
 from policies.admission import Decision
@@ -48,6 +49,9 @@ class PlanSources:
     accelerator: AcceleratorConfig
     startup_of: Callable[[ModelDeploymentConfig], float | None] = lambda _config: None
     """A deployment's last start time, which a break-before-make hold lasts about."""
+    observed: Mapping[str, CapacityFigures] = field(default_factory=dict)
+    """KV sizes the fleet's engines logged, by `CapacityKey` digest (admission uses one for
+    the very same deployment instead of the memory model)."""
 
 
 @dataclass
@@ -84,6 +88,9 @@ class PlannedStep:
     aliases: dict[str, str] = field(default_factory=dict)
     config: ModelDeploymentConfig | None = None
     """What an add or swap deploys, resolved."""
+    kv_cache_tokens: int | None = None
+    kv_source: str | None = None
+    """Where the KV capacity admission judged came from: `model` or `observed`."""
 
     def to_json(self) -> dict[str, Any]:
         c = self.change
@@ -104,6 +111,7 @@ class PlannedStep:
                 disk={"weights_gib": self.weights_gib},
                 engine=self.engine,
                 recipe=self.recipe,
+                capacity={"kv_cache_tokens": self.kv_cache_tokens, "kv_source": self.kv_source},
             )
         out["aliases"] = self.aliases
         return out
@@ -228,11 +236,14 @@ def _judge(
             if layout is None:
                 return _refuse(step, *refusals(decision))
             config = config.model_copy(update={"layout": layout})
-        beside = decide(model_dir, config, cluster.inventory) if old is not None else None
+        seen = sources.observed
+        beside = (
+            decide(model_dir, config, cluster.inventory, observed=seen) if old is not None else None
+        )
         decision = (
             beside
             if beside is not None and beside.admitted
-            else decide(model_dir, config, cluster.inventory, freed=freed)
+            else decide(model_dir, config, cluster.inventory, freed=freed, observed=seen)
         )
     except ValueError as exc:
         return _refuse(step, str(exc))
@@ -240,6 +251,9 @@ def _judge(
     step.layout = str(config.layout)
     step.accelerators = config.layout.gpus_per_replica * config.replicas
     step.weights_gib = round(decision.weights.total_bytes / 2**30, 3)
+    if decision.candidates:
+        judged = decision.candidates[0]
+        step.kv_cache_tokens, step.kv_source = judged.kv_cache_tokens, judged.kv_source.value
     step.engine = config.engine.model_dump(mode="json", exclude_none=True, exclude={"extra"})
     step.engine.update(config.engine.extra)
     if old is not None:

@@ -28,6 +28,7 @@ from cluster.inventory.records import ProbedCluster
 from cluster.staging.disk_report import WeightsDiskReport
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
+from domain.engine_capacity import CapacityFigures
 from domain.model_state import ModelState
 from serve_apps.engine.weights_locator import WeightsLocator
 from serve_apps.registry.routing_table import ModelRoute, RoutingTable
@@ -117,6 +118,10 @@ class ServePort(Protocol):
 
     def startup_steps(self, app: AppName, deployed: Deployed, warm_up_s: float) -> StartupSteps:
         """Where the app's start went, from what Ray and the engine reported of it."""
+
+    def logged_capacity(self, app: AppName) -> CapacityFigures:
+        """What the app's engine logged of its capacity at start-up (weights, KV cache,
+        CUDA graphs); empty figures where its log shows none (a fake engine's)."""
 
     def warm_up(self, app: AppName, timeout_s: float) -> None:
         """One real request through the app's own handle; raises DeployFailed."""

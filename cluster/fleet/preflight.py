@@ -12,18 +12,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster.fleet.admission_gate import auto_layout_of, decide
+from cluster.fleet.admission_gate import auto_layout_of, decide, deployment_key
 from cluster.fleet.deployment_resolution import resolve_deployment
 from cluster.fleet.fleet_context import FleetContext
 from cluster.fleet.operation_recorder import OperationRecorder
 from cluster.inventory.policy_inventory import policy_inventory
 from cluster.inventory.records import ProbedCluster
 from domain.deployment_config import ModelDeploymentConfig
+from domain.engine_capacity import CapacityFigures, ModelCapacity
 from domain.fleet_state import FleetState
 from domain.operation import AdmissionSummary
 from policies.admission import Candidate, Decision
+from policies.engine_memory import MemoryTerm
 from policies.inventory import ClusterInventory
 from policies.reasons import Reason
+from policies.units import gib
 
 
 @dataclass(frozen=True)
@@ -177,12 +180,16 @@ invalid config)."""
 
 
 def verdict(
-    config: ModelDeploymentConfig, staged: Staged, *, freed: Mapping[str, int] | None
+    config: ModelDeploymentConfig,
+    staged: Staged,
+    *,
+    freed: Mapping[str, int] | None,
+    observed: Mapping[str, CapacityFigures] | None = None,
 ) -> Verdict:
     """The policy on the staged inventory counting `freed` as free (reads the staged model's
-    config and weight index once)."""
+    config and weight index once); `observed`: the fleet's logged KV figures by key."""
     try:
-        return decide(staged.model_dir, config, staged.inventory, freed=freed)
+        return decide(staged.model_dir, config, staged.inventory, freed=freed, observed=observed)
     except ValueError as exc:
         return str(exc)
 
@@ -206,7 +213,9 @@ def admission(
 ) -> tuple[str, ...]:
     """Why the policy refuses `config` counting `freed` as free (empty when admitted),
     recorded as the operation's decision."""
-    return record_admission(ctx, op, config, staged, verdict(config, staged, freed=freed))
+    observed = ctx.desired.state.observed_capacity
+    judged = verdict(config, staged, freed=freed, observed=observed)
+    return record_admission(ctx, op, config, staged, judged)
 
 
 def record_admission(
@@ -231,12 +240,39 @@ def record_admission(
         reasons=[str(r) for r in decision.reasons],
         layout=str(config.layout),
         candidate_reasons=[str(r) for r in candidate.reasons] if candidate else [],
+        kv_source=candidate.kv_source.value if candidate else None,
     )
     if not decision.admitted:
         return refusals(decision)
     nodes = len(staged.inventory.nodes)
-    op.note(f"admitted {config.name} as {config.layout} ({nodes} nodes)")
+    if candidate is not None:
+        op.details.predicted_capacity = ModelCapacity(
+            predicted=predicted_figures(candidate),
+            key=_key_digest(config, staged),
+        )
+        kv = f"{candidate.kv_cache_tokens:,} KV tokens per engine ({candidate.kv_source.value})"
+        op.note(f"admitted {config.name} as {config.layout} ({nodes} nodes): {kv}")
+    else:
+        op.note(f"admitted {config.name} as {config.layout} ({nodes} nodes)")
     return ()
+
+
+def predicted_figures(candidate: Candidate) -> CapacityFigures:
+    """A candidate's figures as a `capacity` side (GiB per GPU of its limiting stage)."""
+    graphs = candidate.memory_breakdown.get(MemoryTerm.CUDA_GRAPHS, 0)
+    return CapacityFigures(
+        weights_gib=round(gib(candidate.weights_bytes_per_gpu), 3),
+        kv_cache_gib=round(gib(candidate.kv_cache_bytes), 3),
+        kv_cache_tokens=candidate.kv_cache_tokens,
+        cuda_graph_gib=round(gib(graphs), 3) if graphs else None,
+    )
+
+
+def _key_digest(config: ModelDeploymentConfig, staged: Staged) -> str:
+    try:
+        return deployment_key(config, staged.model_dir, staged.inventory).digest()
+    except OSError:
+        return ""
 
 
 def _reasons(decision_reasons: Sequence[Reason], candidate: Candidate | None) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ from cluster.telemetry.gauge_sampler import FleetSampler
 from cluster.telemetry.live_stats_sampler import LiveStatsSampler
 from cluster.telemetry.metrics_targets import service_discovery_file
 from cluster.telemetry.ray_fleet_metrics import RayFleetMetrics
+from domain.engine_capacity import ModelCapacity
 from domain.fleet_file import FleetFile, FleetModelEntry
 from domain.fleet_state import FleetState
 from domain.operation import OperationEvent, OperationResult, RunningOperation, SwapSummary
@@ -59,7 +60,12 @@ class ManagerService:
         self._engine = FleetEngine(settings, ports, Journal(settings.manager_dir), metrics)
         # Gauges (states, aliases, accelerators, disk) are sampled, and re-sent, on a period.
         FleetSampler(
-            metrics, registry, settings.accelerator, settings.staging.cache_dir, period_s=5.0
+            metrics,
+            registry,
+            settings.accelerator,
+            settings.staging.cache_dir,
+            period_s=5.0,
+            capacity=lambda: self._engine.fleet().capacity,
         ).start()
         # The gateways' live figures for `status`, sampled here so it never waits for them.
         self._live = LiveStatsSampler(lambda: service_discovery_file(settings.state_dir))
@@ -110,6 +116,9 @@ class ManagerService:
 
     def last_swap(self) -> SwapSummary | None:
         return self._engine.last_swap()
+
+    def capacity(self) -> dict[str, ModelCapacity]:
+        return dict(self._engine.fleet().capacity)
 
     def plan_fleet(self, desired: FleetFile) -> FleetPlan:
         return self._engine.plan(desired)

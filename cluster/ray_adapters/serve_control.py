@@ -23,9 +23,11 @@ from cluster.fleet.startup_steps import (
     startup_steps,
 )
 from cluster.ray_adapters.engine_error import summarize_failure
+from cluster.ray_adapters.engine_log_capacity import logged_capacity
 from cluster.ray_adapters.placement_check import placement_problem
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
+from domain.engine_capacity import CapacityFigures
 from serve_apps.engine.fake_engine import FakeEngineSettings
 from serve_apps.engine.placement_bundles import placement_for
 from serve_apps.engine.weights_locator import WeightsLocator
@@ -124,6 +126,14 @@ class ServeControl:
             engine=engine,
             warm_up_s=warm_up_s,
         )
+
+    def logged_capacity(self, app: AppName) -> CapacityFigures:
+        try:
+            _, lines = _replica_reports(app)
+        except Exception as exc:
+            log.warning("could not read what %s logged of its capacity: %r", app, exc)
+            return CapacityFigures()
+        return logged_capacity(lines)
 
     def _build(
         self,

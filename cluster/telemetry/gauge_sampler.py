@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from cluster.fleet.fleet_metrics import NodeUsage
 from cluster.staging.integrity import bytes_on_disk
 from cluster.telemetry.ray_fleet_metrics import RayFleetMetrics
 from domain.deployment_config import AcceleratorConfig
+from domain.engine_capacity import ModelCapacity
 from serve_apps.internals import available_resources_per_node
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,20 @@ def node_usage(
     return usage
 
 
+def kv_prediction_ratios(
+    capacity: Mapping[str, ModelCapacity], served: Collection[str]
+) -> dict[str, float]:
+    """Observed over predicted KV tokens of each served model whose engine logged its KV
+    cache size (a fake engine logs none)."""
+    ratios = {}
+    for name in served:
+        known = capacity.get(name)
+        ratio = known.kv_prediction_ratio if known is not None else None
+        if ratio is not None:
+            ratios[name] = ratio
+    return ratios
+
+
 class FleetSampler:
     def __init__(
         self,
@@ -73,8 +88,10 @@ class FleetSampler:
         accelerator: AcceleratorConfig,
         cache_dir: Path,
         period_s: float,
+        capacity: Callable[[], Mapping[str, ModelCapacity]] = dict,
     ) -> None:
         self._metrics = metrics
+        self._capacity = capacity
         self._registry = registry
         self._resource = accelerator_resource(accelerator)
         self._cache_dir = cache_dir
@@ -99,7 +116,9 @@ class FleetSampler:
         import ray
 
         table = ray.get(self._registry.table.remote())
-        self._metrics.fleet({r.name: r.state for r in table.live_models()}, table.aliases)
+        live = table.live_models()
+        self._metrics.fleet({r.name: r.state for r in live}, table.aliases)
+        self._metrics.kv_prediction(kv_prediction_ratios(self._capacity(), {r.name for r in live}))
         alive = [n for n in ray.nodes() if n["Alive"]]  # type: ignore[no-untyped-call]
         totals = {n["NodeID"]: n["Resources"] for n in alive}
         here = ray.get_runtime_context().get_node_id()

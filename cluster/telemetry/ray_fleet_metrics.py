@@ -16,6 +16,7 @@ from domain.metric_names import (
     ADMISSION_DECISIONS,
     ALIAS_TARGET,
     DISK_FREE_BYTES,
+    KV_PREDICTION_RATIO,
     LAST_SWAP_ALIAS_UNAVAILABLE_SECONDS,
     LAST_SWAP_PHASE_SECONDS,
     MODEL_STATE,
@@ -79,7 +80,9 @@ class RayFleetMetrics:
         self._claimed = _Gauges(ACCELERATORS_CLAIMED, instrument)
         self._staged = _Gauges(STAGED_BYTES, instrument)
         self._disk_free = _Gauges(DISK_FREE_BYTES, instrument)
+        self._kv_ratio = _Gauges(KV_PREDICTION_RATIO, instrument)
         self._gauges = (
+            self._kv_ratio,
             self._node_download_bytes,
             self._model_state,
             self._alias_target,
@@ -172,6 +175,9 @@ class RayFleetMetrics:
                 if u.disk_free_bytes is not None
             }
         )
+
+    def kv_prediction(self, ratios: Mapping[str, float]) -> None:
+        self._kv_ratio.replace({_tags(model=name): ratio for name, ratio in ratios.items()})
 
     def refresh(self) -> None:
         for gauge in self._gauges:

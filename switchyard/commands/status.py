@@ -52,8 +52,10 @@ def status_report(address: str, registry: RegistryApi, manager: ManagerApi | Non
     """The status document from the registry's view and, when a manager runs, the manager's."""
     from cluster.telemetry.metrics_targets import RAY_SD_FILE
     from domain.status_report import (
+        CapacitySide,
         KeyUsage,
         MetricsStatus,
+        ModelCapacityStatus,
         ModelStatus,
         StatusReport,
         TenantsStatus,
@@ -75,6 +77,14 @@ def status_report(address: str, registry: RegistryApi, manager: ManagerApi | Non
         for r in table.live_models()
     ]
     managed = None if manager is None else manager.view()
+    if managed is not None:
+        for model in models:
+            known = managed.capacity.get(model.name)
+            if known is not None:
+                model.capacity = ModelCapacityStatus(
+                    predicted=CapacitySide(**known.predicted.model_dump()),
+                    observed=CapacitySide(**known.observed.model_dump()),
+                )
     return StatusReport(
         endpoints=registry.ingress_endpoints(facts),
         address=address,

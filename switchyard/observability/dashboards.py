@@ -166,6 +166,17 @@ def dashboards() -> tuple[Dashboard, ...]:
                 ),
                 kind="stat",
             ),
+            Panel(
+                "KV cache: logged over predicted tokens per model",
+                (
+                    Target(
+                        q.current(m.KV_PREDICTION_RATIO, ("model",), agg="max"),
+                        "{{model}}",
+                    ),
+                ),
+                kind="stat",
+                description=m.KV_PREDICTION_RATIO.description,
+            ),
         ),
         "Models, their states and aliases, accelerators and disk per node; swaps as annotations.",
     )

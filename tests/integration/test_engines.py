@@ -3,8 +3,10 @@ cache exactly what the admission policy predicts.
 
 Each miniature gets one engine, started once in a subprocess (the CPU engine spawns workers,
 so it must be created under `__main__`), and every test of that miniature reads the same
-report: the Llama miniature at TP=1 (GQA), MiniMax's at TP=2 (GQA with the KV heads split
-over the ranks) and Kimi's at TP=2 (MLA: the latent replicated on both ranks).
+report: MiniMax's at TP=2 (GQA with the KV heads split over the ranks) and Kimi's at TP=2
+(MLA: the latent replicated on both ranks). At TP=1 the suite's real stack checks the same
+thing for every engine it starts: `status --json`'s logged and predicted KV tokens
+(tests/integration/test_observability.py), and the Llama miniature serves there.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from cluster.miniature_generator import MINIATURES, write_miniature
+from cluster.miniature_generator import write_miniature
 from policies.checkpoint.hf_config import load_model_spec
 from policies.layout import Layout
 from policies.memory import KvCacheDtype, kv_bytes_per_token_per_gpu
@@ -28,7 +30,7 @@ from tests.support.vllm_cpu import needs_vllm_cpu
 
 PROBE = Path(__file__).with_name("engine_probe.py")
 REPORT_PREFIX = "ENGINE_PROBE_REPORT "
-TP = {"llama": 1, "minimax-m2.5": 2, "kimi-k2.5": 2}
+TP = {"minimax-m2.5": 2, "kimi-k2.5": 2}
 KV_CACHE_SPACE_GIB = 1
 MAX_MODEL_LEN = 1024
 TOKENS = 16
@@ -53,7 +55,7 @@ def model_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("miniatures")
 
 
-@pytest.fixture(scope="module", params=tuple(MINIATURES))
+@pytest.fixture(scope="module", params=tuple(TP))
 def engine(request: pytest.FixtureRequest, model_root: Path) -> EngineReport:
     name: str = request.param
     tp = TP[name]

@@ -29,6 +29,7 @@ from domain.metric_names import (
     ENGINE_RUNNING,
     ENGINE_WAITING,
     GATEWAY_HELD,
+    KV_PREDICTION_RATIO,
     LAST_SWAP_ALIAS_UNAVAILABLE_SECONDS,
     LAST_SWAP_PHASE_SECONDS,
     MODEL_STATE,
@@ -226,7 +227,7 @@ def test_after_the_swap_every_engine_panel_has_data_for_new_and_none_shows_old_l
         assert MINIMAX in live and KIMI not in live, (spec.exported, live)
 
 
-def test_status_reports_tokens_per_second_and_p95_ttft_per_model(observed: Observed) -> None:
+def test_status_reports_throughput_latency_and_capacity_per_model(observed: Observed) -> None:
     # The swap's load may have ended more than the 2-minute rate window ago on a slow
     # machine: a few fresh requests give the window something to report.
     client = openai.OpenAI(
@@ -273,3 +274,15 @@ def test_status_reports_tokens_per_second_and_p95_ttft_per_model(observed: Obser
     assert minimax["generated_tok_s"] is not None
     by_model = {m["model"]: m for m in status["metrics"]["models"]}
     assert by_model[MINIMAX]["ttft_p95_s"] > 0
+    # What the engine logged at start-up beside admission's prediction. vLLM's CPU engine
+    # is given its KV space outright (VLLM_CPU_KVCACHE_SPACE), so the only term in play is
+    # the config's bytes per token: logged and predicted tokens are equal.
+    capacity = minimax["capacity"]
+    assert set(capacity) == {"predicted", "observed"}
+    for side in capacity.values():
+        assert {"weights_gib", "kv_cache_gib", "kv_cache_tokens"} <= set(side)
+    assert capacity["observed"]["weights_gib"] is None, "vLLM's CPU worker logs no weights"
+    assert capacity["observed"]["kv_cache_gib"] == capacity["predicted"]["kv_cache_gib"] == 1.0
+    assert capacity["observed"]["kv_cache_tokens"] == capacity["predicted"]["kv_cache_tokens"] > 0
+    ratio = _query_now(observed.prometheus_url, KV_PREDICTION_RATIO.exported)
+    assert {s["metric"]["model"]: float(s["value"][1]) for s in ratio}.get(MINIMAX) == 1.0, ratio

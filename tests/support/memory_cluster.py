@@ -30,6 +30,7 @@ from cluster.inventory.records import GpuFactSource, NodeFacts, ProbedCluster
 from cluster.staging.disk_report import WeightsDiskReport
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
+from domain.engine_capacity import CapacityFigures
 from domain.fleet_state import FleetState
 from domain.model_state import ModelState
 from serve_apps.engine.weights_locator import WeightsLocator
@@ -143,6 +144,8 @@ class MemoryServe:
     start_s: float = 3.0
     """What a deploy reports it took (nothing waits)."""
     configs: dict[str, ModelDeploymentConfig] = field(default_factory=dict)
+    logged: dict[str, CapacityFigures] = field(default_factory=dict)
+    """What each model's engine "logs" of its capacity when it starts (by model name)."""
 
     def placement_problem(self, config: ModelDeploymentConfig) -> str | None:
         if config.name in self.placement_refused:
@@ -180,6 +183,9 @@ class MemoryServe:
             engine=None,
             warm_up_s=warm_up_s,
         )
+
+    def logged_capacity(self, app: AppName) -> CapacityFigures:
+        return self.logged.get(app.model, CapacityFigures())
 
     def warm_up(self, app: AppName, timeout_s: float) -> None:
         self.kill.check("warm_up", app.model)

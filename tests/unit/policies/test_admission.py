@@ -94,8 +94,10 @@ def test_kimi_fits_tp8_with_fp8_kv_at_093_at_half_context_or_with_dcp(kimi: Mode
     assert tp8.valid and tp8.fits
     assert tp8.max_concurrency >= 1
     assert decision.admitted
-    # The full 262k context: the replicated latent cache falls just short at TP8, while
-    # decode context parallel shards it eight ways.
+    # The full 262k context under the newest vLLM's rules, which take the CUDA-graph
+    # estimate out of the KV budget: the replicated latent cache falls short at TP8, while
+    # decode context parallel shards it eight ways. (On the vLLM the field ran, before the
+    # estimate was subtracted, TP8 fits: tests/unit/policies/test_story_verdicts.py.)
     full = AdmissionRequest(gpu_memory_utilization=0.93, kv_cache_dtype=KvCacheDtype.FP8)
     decision = admit(kimi, kimi_weights(kimi), RTX_BOX, full)
     assert not decision.candidate(Layout(tp=8)).fits
@@ -223,7 +225,8 @@ def test_a_cpu_standin_cluster_can_be_planned(fixture_spec: SpecOf) -> None:
 def test_json_has_exactly_the_issues_shape(minimax_on_rtx: Decision) -> None:
     data = minimax_on_rtx.to_json_dict()
     # Changed on purpose by the planner-accuracy issue: objective, recommended_by_objective;
-    # per candidate dcp, deployable, memory_breakdown, kv_cache_bytes and throughput at load.
+    # per candidate dcp, deployable, memory_breakdown, kv_cache_bytes and throughput at load;
+    # by the admission-truth issue: kv_source (model or observed).
     assert set(data) == {
         "admitted",
         "reasons",
@@ -247,6 +250,7 @@ def test_json_has_exactly_the_issues_shape(minimax_on_rtx: Decision) -> None:
         "kv_cache_bytes",
         "kv_bytes_per_token_per_gpu",
         "kv_cache_tokens",
+        "kv_source",
         "max_concurrency",
         "decode_tok_s_ceiling",
         "saturation_concurrency",

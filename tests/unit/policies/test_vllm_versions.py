@@ -1,0 +1,89 @@
+"""Which vLLM versions subtract which memory term before they size the KV cache."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.admission import AdmissionRequest, KvSource, ObservedKv, admit
+from policies.checkpoint.model_spec import ModelSpec
+from policies.engine_memory import MemoryTerm
+from policies.errors import InvalidRequest
+from policies.inventory import ClusterInventory
+from policies.layout import Layout
+from policies.vllm_versions import TERM_RULES, MemoryRules, VllmVersion
+
+RTX_BOX = ClusterInventory.homogeneous("rtx-pro-6000", 1, 8, disk_free_gib=1200)
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [("0.21", (0, 21)), ("0.21.1", (0, 21)), ("0.10.1rc1", (0, 10)), ("0.32.0+cpu", (0, 32))],
+)
+def test_versions_parse_to_major_and_minor(text: str, parsed: tuple[int, int]) -> None:
+    assert VllmVersion.parse(text) == VllmVersion(*parsed)
+
+
+def test_a_malformed_or_unknown_version_is_refused_with_what_is_known() -> None:
+    with pytest.raises(InvalidRequest, match=r"of the form X\.Y"):
+        VllmVersion.parse("latest")
+    with pytest.raises(InvalidRequest, match=r"0\.10 to 0\.32"):
+        MemoryRules.of(VllmVersion(0, 8))
+
+
+def test_the_cuda_graph_estimate_is_subtracted_from_021_unless_the_engines_turn_it_off() -> None:
+    assert not MemoryRules.of(VllmVersion(0, 20)).cuda_graphs_subtracted
+    assert MemoryRules.of(VllmVersion(0, 21)).cuda_graphs_subtracted
+    assert not MemoryRules.of(VllmVersion(0, 32), cuda_graph_estimate=False).cuda_graphs_subtracted
+    assert MemoryRules.of(VllmVersion(0, 16), cuda_graph_estimate=True).cuda_graphs_subtracted
+
+
+def test_every_memory_term_states_its_versions() -> None:
+    assert {rule.term for rule in TERM_RULES} == {str(term) for term in MemoryTerm}
+
+
+def test_before_021_the_graphs_leave_the_kv_budget_whole(minimax: ModelSpec) -> None:
+    def tp4(version: int) -> tuple[int, int]:
+        request = AdmissionRequest(
+            layout=Layout(tp=4), vllm=MemoryRules.of(VllmVersion(0, version))
+        )
+        c = admit(minimax, None, RTX_BOX, request).candidate(Layout(tp=4))
+        return c.memory_breakdown[MemoryTerm.CUDA_GRAPHS], c.kv_cache_bytes
+
+    graphs_new, kv_new = tp4(21)
+    graphs_old, kv_old = tp4(20)
+    assert graphs_new > 0 and graphs_old == 0
+    assert kv_old == kv_new + graphs_new
+
+
+def test_language_model_only_drops_the_vision_tower_from_every_gpu(kimi: ModelSpec) -> None:
+    def weights(language_only: bool) -> int:
+        request = AdmissionRequest(layout=Layout(tp=8), language_model_only=language_only)
+        return admit(kimi, None, RTX_BOX, request).candidate(Layout(tp=8)).weights_bytes_per_gpu
+
+    assert weights(True) < weights(False)
+
+
+def test_an_observed_kv_size_replaces_the_model_for_its_layout_only(minimax: ModelSpec) -> None:
+    seen = ObservedKv(layout=Layout(tp=4), kv_cache_tokens=399_424)
+    decision = admit(
+        minimax, None, RTX_BOX, AdmissionRequest(layout=Layout(tp=4), observed_kv=seen)
+    )
+    tp4 = decision.candidate(Layout(tp=4))
+    assert tp4.kv_source is KvSource.OBSERVED
+    assert tp4.kv_cache_tokens == 399_424
+    assert tp4.kv_cache_bytes == 399_424 * tp4.kv_bytes_per_token_per_gpu
+    assert tp4.to_json_dict()["kv_source"] == "observed"
+    other = admit(
+        minimax,
+        None,
+        RTX_BOX,
+        AdmissionRequest(layout=Layout(tp=4, ep=True), observed_kv=seen),
+    )
+    assert other.candidate(Layout(tp=4, ep=True)).kv_source is KvSource.MODEL
+
+
+def test_an_explicit_kv_space_is_what_the_cache_gets(minimax: ModelSpec) -> None:
+    request = AdmissionRequest(layout=Layout(tp=4), kv_cache_memory_bytes=1 << 30)
+    tp4 = admit(minimax, None, RTX_BOX, request).candidate(Layout(tp=4))
+    assert tp4.kv_cache_bytes == 1 << 30
+    assert tp4.kv_cache_tokens == (1 << 30) // (63_488 * 16) * 16
