@@ -17,10 +17,10 @@ Sources:
   utilization 0.80 into 0.758 (an estimate of 0.042 x the GPU's memory).
 - recipes12: https://github.com/vllm-project/recipes/pull/12 -- Qwen3-Coder-480B-A35B FP8,
   DP8 + EP on H20 nodes, vLLM 0.10.1: "62.00 GiB KV cache is needed" for 262,144 tokens.
-- club3090: https://github.com/noonghunna/club-3090/issues/127 and gpustack:
-  https://github.com/gpustack/runner/pull/251 -- "Estimated CUDA graph memory" of 0.17 GiB
-  for 7 PIECEWISE sizes and 0.36 GiB for 16 (about 24 MiB per captured size); with spark396
-  these set the per-layer CUDA-graph constants in policies/engine_memory.py ("fitted").
+
+The KV cache sizes themselves are checked, cross-validated, against twelve real vLLM logs by
+`python -m benchmarks run kv-calibration`, which also fits the memory model's two fitted
+constants; the CUDA-graph row below is an independent check of one of them.
 """
 
 from __future__ import annotations
@@ -112,8 +112,6 @@ def rows() -> list[Row]:
     tp4_ep = _candidate(minimax, 214.3, Layout(tp=4, ep=True), 4)
     kimi_tp8 = _candidate(kimi, 540e9 / GIB, Layout(tp=8), 8)
     out = [
-        Row("MiniMax-M2.5 TP4 KV cache", "story log", tp4.kv_cache_bytes / GIB, 23.62, "GiB"),
-        Row("MiniMax-M2.5 TP4 KV tokens", "story log", tp4.kv_cache_tokens, 399_424, "tokens"),
         Row(
             "MiniMax-M2.5 TP4 weights per GPU",
             "story log",
@@ -175,7 +173,7 @@ def rows() -> list[Row]:
             graphs / GIB,
             0.042 * 119.7,
             "GiB",
-            "fitted (source of the MoE constant); GB10 memory taken as 119.7 GiB",
+            "vLLM 0.29's estimate; GB10 memory taken as 119.7 GiB",
         )
     )
     coder = _qwen3_coder_480b()

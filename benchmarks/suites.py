@@ -63,6 +63,11 @@ SUITES: tuple[Suite, ...] = (
         "benchmarks.planner_calibration",
     ),
     Suite(
+        "kv-calibration",
+        "the planner's KV cache size against real vLLM logs, each predicted left out of the fit",
+        "benchmarks.kv_calibration",
+    ),
+    Suite(
         "head-loss",
         "a GCS killed under load: a plain head against a fault-tolerant one (--gcs-store)",
         "benchmarks.head_loss",

@@ -30,7 +30,7 @@ from policies.checkpoint.model_spec import ModelSpec
 from policies.checkpoint.parameters import ModelBytes, model_bytes
 from policies.checkpoint.weights import WeightSize, estimate_weights, override_weights
 from policies.cost_model import decode_cost
-from policies.engine_memory import EngineSettings, cuda_context_bytes
+from policies.engine_memory import EngineSettings, FittedConstants, cuda_context_bytes
 from policies.errors import InvalidRequest
 from policies.inventory import ClusterInventory, GpuProfile, Interconnect, NodeInventory
 from policies.layout import Layout
@@ -103,6 +103,10 @@ class AdmissionRequest:
     """vLLM's `--language-model-only`: a multimodal wrapper's encoder is not loaded."""
     observed_kv: ObservedKv | None = None
     """What an engine of this deployment logged; used for its layout instead of the model."""
+    constants: FittedConstants = field(default_factory=FittedConstants)
+    """The memory model's fitted constants (the calibration suite varies them)."""
+    full_cuda_graphs: bool = True
+    """vLLM's default FULL_AND_PIECEWISE graphs; False for `cudagraph_mode: PIECEWISE`."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
@@ -285,6 +289,8 @@ def _engine_settings(request: AdmissionRequest, gpu: GpuProfile, layout: Layout)
         max_num_seqs=request.max_num_seqs or defaults.max_num_seqs,
         enforce_eager=request.enforce_eager,
         cuda_graphs_subtracted=request.vllm.cuda_graphs_subtracted,
+        constants=request.constants,
+        full_cuda_graphs=request.full_cuda_graphs,
     )
 
 

@@ -48,6 +48,21 @@ class MemoryTerm(StrEnum):
 
 
 @dataclass(frozen=True)
+class FittedConstants:
+    """The memory model's constants that are fitted to logs rather than read from vLLM's
+    code. The defaults are fitted to the whole calibration set
+    (`python -m benchmarks run kv-calibration`, which also predicts every log with the
+    constants fitted to the others only)."""
+
+    graph_bytes_per_dense_layer: int = 192 * 1024
+    """CUDA-graph memory per captured size and per dense decoder layer (a MoE layer counts
+    twice: it launches about twice the kernels)."""
+    runtime_bytes: int = 576 * MIB
+    """Non-torch memory after vLLM's snapshot that no term models: cuBLAS/cuBLASLt
+    workspaces and the CUDA modules of the kernels the profiling run loads."""
+
+
+@dataclass(frozen=True)
 class EngineSettings:
     """The engine settings the non-KV memory depends on."""
 
@@ -57,13 +72,13 @@ class EngineSettings:
     cuda_graphs_subtracted: bool = True
     """The vLLM version subtracts its CUDA-graph estimate before sizing the KV cache
     (`policies.vllm_versions.MemoryRules`); otherwise the graphs take the headroom."""
+    constants: FittedConstants = FittedConstants()
+    full_cuda_graphs: bool = True
+    """FULL_AND_PIECEWISE (vLLM's default); False for `cudagraph_mode: PIECEWISE`."""
 
 
 _FP32 = 4
 
-# Non-torch memory after the snapshot that does not depend on the model: cuBLAS/cuBLASLt
-# workspaces and the CUDA modules of the Triton/FlashInfer kernels the profiling run loads.
-_RUNTIME_BYTES = 256 * MIB
 # vLLM's CPU worker has no profiler; the old flat allowance stands in for its allocator slack.
 _HOST_RUNTIME_BYTES = GIB // 2
 # One NCCL communicator's lazily allocated channel buffers (NCCL_BUFFSIZE 4 MiB per channel
@@ -72,13 +87,10 @@ _NCCL_GROUP_BYTES = {Interconnect.NVLINK: 256 * MIB, Interconnect.PCIE: 128 * MI
 # Custom all-reduce (vllm/distributed/device_communicators/custom_all_reduce.py): an 8 MiB
 # IPC buffer plus its metadata per rank, and the CUDA-graph inputs it registers.
 _CUSTOM_ALL_REDUCE_BYTES = 64 * MIB
-# CUDA-graph memory per captured size and per decoder layer. vLLM measures the second capture
-# of each mode and multiplies (profile_cudagraph_memory); published estimates put one captured
-# size at ~24 MiB for 64-layer dense models (0.17 GiB for 7 PIECEWISE sizes, 0.36 GiB for 16)
-# and ~50 MiB for 62-layer MoE models (MiniMax-M2.x: 5 GiB for 2 x 51 sizes), a MoE layer
-# launching about twice the kernels of a dense one. Sources in benchmarks/planner_calibration.py.
-_GRAPH_BYTES_PER_DENSE_LAYER = 400 * 1024
-_GRAPH_BYTES_PER_MOE_LAYER = 800 * 1024
+# CUDA-graph memory per captured size and per decoder layer (`FittedConstants`): vLLM
+# measures the second capture of each mode and multiplies (profile_cudagraph_memory); a MoE
+# layer launches about twice the kernels of a dense one.
+_MOE_LAYER_GRAPH_FACTOR = 2
 # The CUDA context and the allocator's first segment, outside the budget (seen by the driver
 # before vLLM's snapshot); 500-600 MiB on Hopper and Blackwell with lazy module loading.
 CUDA_CONTEXT_BYTES = 600 * MIB
@@ -179,11 +191,11 @@ def cuda_graph_bytes(
     if not gpu.cuda_graphs or settings.enforce_eager:
         return 0
     sizes = capture_sizes(settings, gpu)
-    full = sum(1 for s in sizes if s <= settings.max_num_seqs)
+    full = sum(1 for s in sizes if s <= settings.max_num_seqs) if settings.full_cuda_graphs else 0
     moe_layers = _moe_layers_in(spec, layers)
+    per_dense = settings.constants.graph_bytes_per_dense_layer
     per_graph = (
-        moe_layers * _GRAPH_BYTES_PER_MOE_LAYER
-        + (len(layers) - moe_layers) * _GRAPH_BYTES_PER_DENSE_LAYER
+        moe_layers * _MOE_LAYER_GRAPH_FACTOR * per_dense + (len(layers) - moe_layers) * per_dense
     )
     first = forward_transient_bytes(spec, layout, max(sizes))
     return first + (len(sizes) + full - 1) * per_graph
@@ -217,13 +229,19 @@ def communication_bytes(layout: Layout, gpu: GpuProfile) -> int:
     return total
 
 
-def runtime_bytes(spec: ModelSpec, gpu: GpuProfile, *, last_stage: bool) -> int:
+def runtime_bytes(
+    spec: ModelSpec,
+    gpu: GpuProfile,
+    *,
+    last_stage: bool,
+    constants: FittedConstants = FittedConstants(),
+) -> int:
     """Non-torch memory after the snapshot, plus the Triton top-k/top-p buffer the sampler
     keeps (one fp32 vocabulary row per SM, topk_topp_triton.py `_TRITON_BUFFER_CACHE`)."""
     if gpu.interconnect is Interconnect.HOST_MEMORY:
         return _HOST_RUNTIME_BYTES
     buffer = gpu.sm_count * spec.vocab_size * _FP32 if last_stage else 0
-    return _RUNTIME_BYTES + buffer
+    return constants.runtime_bytes + buffer
 
 
 def cuda_context_bytes(gpu: GpuProfile) -> int:
@@ -259,6 +277,8 @@ def non_kv_breakdown(
             else 0
         ),
         MemoryTerm.COMMUNICATION: communication_bytes(layout, gpu),
-        MemoryTerm.RUNTIME: runtime_bytes(spec, gpu, last_stage=last_stage),
+        MemoryTerm.RUNTIME: runtime_bytes(
+            spec, gpu, last_stage=last_stage, constants=settings.constants
+        ),
     }
     return MappingProxyType({str(k): v for k, v in terms.items()})

@@ -45,11 +45,6 @@ def admission_request(
         # vLLM's CPU engine takes VLLM_CPU_KVCACHE_SPACE as its KV cache outright.
         explicit_kv = int(config.accelerator.cpu_kv_cache_space_gib * GIB)
     kv = KvCacheDtype.FP8 if engine.kv_cache_dtype.startswith("fp8") else KvCacheDtype.AUTO
-    batch: dict[str, int] = {}
-    if engine.max_num_seqs is not None:
-        batch["max_num_seqs"] = engine.max_num_seqs
-    if engine.max_num_batched_tokens is not None:
-        batch["max_num_batched_tokens"] = engine.max_num_batched_tokens
     return AdmissionRequest(
         max_model_len=engine.max_model_len,
         gpu_memory_utilization=engine.gpu_memory_utilization,
@@ -64,7 +59,8 @@ def admission_request(
         kv_cache_memory_bytes=None if explicit_kv is None else int(explicit_kv),
         language_model_only=bool(engine.extra.get("language_model_only", False)),
         observed_kv=None if any_layout else observed,
-        **batch,
+        max_num_seqs=engine.max_num_seqs,
+        max_num_batched_tokens=engine.max_num_batched_tokens,
     )
 
 

@@ -15,8 +15,10 @@ import pytest
 from cluster.ray_adapters.engine_log_capacity import logged_capacity
 from cluster.telemetry.gauge_sampler import kv_prediction_ratios
 from domain.engine_capacity import CapacityFigures, ModelCapacity
+from domain.fleet_file import FleetFile, FleetModelEntry
 from domain.operation import OperationResult, Outcome
 from domain.operation_request import AddRequest, RemoveRequest
+from switchyard.fleet_file_report import plan_lines
 from tests.support.fleet_configs import OLD
 from tests.unit.fleet.conftest import Fleet
 
@@ -99,3 +101,27 @@ def test_the_gauge_holds_observed_over_predicted_for_served_models_only() -> Non
         ),
     }
     assert kv_prediction_ratios(known, {"kimi", "fake"}) == {"kimi": pytest.approx(1.1)}
+
+
+def test_diff_says_where_each_steps_kv_figure_comes_from(fleet: Fleet) -> None:
+    fleet.cluster.serve.logged[OLD.name] = CapacityFigures(kv_cache_tokens=4096)
+    assert _add(fleet).outcome is Outcome.DONE
+    same = OLD.model_copy(update={"name": "mini-twin", "aliases": ()})
+    shorter = OLD.engine.model_copy(update={"max_model_len": 256})
+    other = same.model_copy(update={"name": "mini-other", "engine": shorter})
+    desired = FleetFile(
+        models=[
+            FleetModelEntry.of_config(OLD),
+            FleetModelEntry.of_config(same),
+            FleetModelEntry.of_config(other),
+        ]
+    )
+    plan = fleet.engine.plan(desired).to_json()
+    capacity = {c["model"]: c["capacity"] for c in plan["changes"]}
+    # The twin is the very same deployment under another name: its engines will hold what
+    # OLD's logged. Another context length is another deployment: the model predicts it.
+    assert capacity["mini-twin"] == {"kv_cache_tokens": 4096, "kv_source": "observed"}
+    assert capacity["mini-other"]["kv_source"] == "model"
+    lines = "\n".join(plan_lines(plan))
+    assert "KV cache 4,096 tokens per engine (logged by an engine of this deployment)" in lines
+    assert "(the memory model's prediction)" in lines

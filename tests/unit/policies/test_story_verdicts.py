@@ -8,7 +8,7 @@ CUDA-graph estimate out of the KV budget; MiniMax-M2.5 as the story's log shows 
 
 from __future__ import annotations
 
-from policies.admission import AdmissionRequest, admit
+from policies.admission import AdmissionRequest, Objective, admit
 from policies.checkpoint.model_spec import ModelSpec
 from policies.checkpoint.weights import override_weights
 from policies.inventory import ClusterInventory
@@ -58,6 +58,19 @@ def test_kimi_tp8_fp8_kv_is_admitted_at_full_context_with_vllms_default_batch(
     assert decision.candidate(Layout(tp=8)).max_model_len_fit == FULL_CONTEXT
 
 
+def test_kimi_tp8_fp8_kv_at_full_context_is_admitted_on_the_newest_vllm_too(
+    kimi: ModelSpec,
+) -> None:
+    # The installed vLLM takes its CUDA-graph estimate out of the KV budget; still room.
+    weights = override_weights(kimi, int(554.3 * GIB))
+    request = AdmissionRequest(
+        layout=Layout(tp=8), gpu_memory_utilization=0.93, kv_cache_dtype=KvCacheDtype.FP8
+    )
+    assert request.vllm.cuda_graphs_subtracted
+    decision = admit(kimi, weights, RTX_BOX, request)
+    assert decision.admitted, decision.reasons
+
+
 def test_kimi_tp8_with_decode_context_parallel_8_is_admitted(kimi: ModelSpec) -> None:
     weights = override_weights(kimi, int(554.3 * GIB))
     layout = Layout(tp=8, dcp=8)
@@ -86,3 +99,16 @@ def test_minimax_tp8_without_expert_parallel_is_refused_in_vllms_words(
         in r.message
         for r in tp8.reasons
     )
+
+
+def test_a_layout_the_deployer_refuses_is_never_ranked_above_one_it_deploys(
+    minimax: ModelSpec, kimi: ModelSpec
+) -> None:
+    # vLLM data parallel (one engine group over TP x DP ranks) is judged but not deployed.
+    for spec in (minimax, kimi):
+        for objective in Objective:
+            decision = admit(spec, None, RTX_BOX, AdmissionRequest(objective=objective))
+            ranks = [c.deployable for c in decision.candidates if c.valid and c.fits]
+            assert False in ranks, "data parallel candidates are judged"
+            assert ranks == sorted(ranks, reverse=True), objective
+            assert decision.recommended is not None and decision.recommended.deployable
