@@ -19,12 +19,23 @@ from enum import StrEnum
 from policies.checkpoint.model_spec import ModelSpec
 from policies.checkpoint.parameters import LayerBytes, ModelBytes
 from policies.engine_memory import EngineSettings, MemoryTerm, non_kv_breakdown
-from policies.inventory import GpuProfile
+from policies.inventory import GpuProfile, Interconnect
 from policies.layout import Layout
 from policies.units import ceil_div
 
 KV_BLOCK_TOKENS = 16
 """vLLM allocates the KV cache in blocks of this many tokens (the default block size)."""
+_CPU_BLOCK_TOKENS = 128
+"""vLLM's CPU platform default (vllm/platforms/cpu.py), except for MLA, whose CPU decode
+kernel takes 16 only."""
+
+
+def kv_block_tokens(spec: ModelSpec, gpu: GpuProfile) -> int:
+    """The block size vLLM gives the cache on `gpu`: the KV cache size it logs is a
+    multiple of it."""
+    if gpu.interconnect is Interconnect.HOST_MEMORY and spec.attention.mla is None:
+        return _CPU_BLOCK_TOKENS
+    return KV_BLOCK_TOKENS
 
 # DeepSeek Sparse Attention: vLLM stores the indexer key as 128 fp8 values plus one fp32
 # scale per 128 (deepseek_v2.py Indexer: head_dim + head_dim // 128 * 4, uint8).
@@ -231,8 +242,9 @@ def estimate_memory(
         # stands for block_size x dcp tokens (vllm/v1/core/kv_cache_utils.py
         # resolve_dcp_kv_block_size).
         per_token = per_layer * len(layers)
-        blocks = free // (per_token * KV_BLOCK_TOKENS) if per_token else 0
-        tokens.append(blocks * KV_BLOCK_TOKENS * layout.dcp)
+        block = kv_block_tokens(spec, gpu)
+        blocks = free // (per_token * block) if per_token else 0
+        tokens.append(blocks * block * layout.dcp)
         need = ceil_div(request_kv_bytes(spec, layers, per_layer, max_model_len), layout.dcp)
         needs.append(need)
         concurrency.append(free / need if need else 0.0)
