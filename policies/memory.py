@@ -37,6 +37,7 @@ def kv_block_tokens(spec: ModelSpec, gpu: GpuProfile) -> int:
         return _CPU_BLOCK_TOKENS
     return KV_BLOCK_TOKENS
 
+
 # DeepSeek Sparse Attention: vLLM stores the indexer key as 128 fp8 values plus one fp32
 # scale per 128 (deepseek_v2.py Indexer: head_dim + head_dim // 128 * 4, uint8).
 _INDEXER_SCALE_BLOCK = 128
