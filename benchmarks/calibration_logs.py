@@ -74,6 +74,9 @@ class CalibrationLog(_Strict):
     `fixture/NAME` (tests/unit/policies/fixtures) or `calibration/NAME`
     (benchmarks/calibration_configs)."""
     config_note: str | None = None
+    text_model_only: bool = False
+    """The checkpoint is the config's text model alone (a wrapper's vision parameters are
+    not in it)."""
     weights_gib: float | None = None
     """The checkpoint's size on disk as the operator would pass `--weights-gib`; None: the
     planner's own estimate from the config."""
@@ -88,7 +91,8 @@ class CalibrationLog(_Strict):
     note: str | None = None
 
     def spec(self) -> ModelSpec:
-        return parse_hf_config(_config(self.config))
+        spec = parse_hf_config(_config(self.config))
+        return replace(spec, extra_params=0) if self.text_model_only else spec
 
     def weights(self, spec: ModelSpec) -> WeightSize | None:
         if self.weights_gib is None:

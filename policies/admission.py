@@ -105,8 +105,9 @@ class AdmissionRequest:
     """What an engine of this deployment logged; used for its layout instead of the model."""
     constants: FittedConstants = field(default_factory=FittedConstants)
     """The memory model's fitted constants (the calibration suite varies them)."""
-    full_cuda_graphs: bool = True
-    """vLLM's default FULL_AND_PIECEWISE graphs; False for `cudagraph_mode: PIECEWISE`."""
+    full_cuda_graphs: bool | None = None
+    """FULL graphs too (None: the vLLM version's default mode); False for
+    `cudagraph_mode: PIECEWISE`."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
@@ -118,6 +119,11 @@ class AdmissionRequest:
         if self.weights_override_bytes is not None and self.weights_override_bytes <= 0:
             raise InvalidRequest(
                 f"weights override must be > 0 bytes, got {self.weights_override_bytes}"
+            )
+        if self.language_model_only and not self.vllm.language_model_only:
+            raise InvalidRequest(
+                f"--language-model-only does not exist in vLLM {self.vllm.version} "
+                "(it is there from 0.17)"
             )
         for name in ("max_num_batched_tokens", "max_num_seqs", "dcp", "kv_cache_memory_bytes"):
             value = getattr(self, name)
@@ -290,7 +296,13 @@ def _engine_settings(request: AdmissionRequest, gpu: GpuProfile, layout: Layout)
         enforce_eager=request.enforce_eager,
         cuda_graphs_subtracted=request.vllm.cuda_graphs_subtracted,
         constants=request.constants,
-        full_cuda_graphs=request.full_cuda_graphs,
+        full_cuda_graphs=(
+            request.vllm.full_cuda_graphs
+            if request.full_cuda_graphs is None
+            else request.full_cuda_graphs
+        ),
+        capture_grid_2025=request.vllm.capture_grid_2025,
+        init_communicators_subtracted=request.vllm.init_communicators_subtracted,
     )
 
 

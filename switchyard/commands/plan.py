@@ -125,7 +125,7 @@ def register(subparsers: Any) -> None:
         choices=("on", "off"),
         default=None,
         help="VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS as the engines will have it (default: "
-        "the vLLM version's default: on from 0.21)",
+        "the vLLM version's default: on from 0.20; the variable exists from 0.18)",
     )
     parser.add_argument(
         "--language-model-only",

@@ -48,7 +48,7 @@ def test_an_entry_becomes_the_request_plan_would_build_from_its_engine_arguments
     assert request.gpu_memory_utilization == 0.93
     assert request.max_num_batched_tokens == 4096
     assert request.language_model_only
-    assert not request.vllm.cuda_graphs_subtracted, "a nightly before 0.21"
+    assert not request.vllm.cuda_graphs_subtracted, "a nightly of the 0.17 line"
     k26 = by_id["kimi-k26-rtx6kpro-tp8-fp8-dcp1"].request()
     assert k26.vllm.cuda_graphs_subtracted, "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1"
     assert (k26.max_num_seqs, k26.max_model_len) == (128, 262_144)

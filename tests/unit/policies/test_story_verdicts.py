@@ -2,7 +2,7 @@
 
 Kimi-K2.5 as the public field report ran it (voipmonitor/rtx6kpro, models/kimi-k25.md:
 native INT4, TP8, FP8 KV, gpu_memory_utilization 0.93, `--max-num-batched-tokens 4096`,
-`--language-model-only`) on a vLLM nightly from before 0.21, which did not yet take its
+`--language-model-only`) on a vLLM nightly of the 0.17 line, which did not yet take its
 CUDA-graph estimate out of the KV budget; MiniMax-M2.5 as the story's log shows it.
 """
 
@@ -19,8 +19,9 @@ from policies.units import GIB
 from policies.vllm_versions import MemoryRules, VllmVersion
 
 RTX_BOX = ClusterInventory.homogeneous("rtx-pro-6000", 1, 8, disk_free_gib=1200)
-FIELD_VLLM = MemoryRules.of(VllmVersion(0, 16))
-"""The report's image: a nightly carrying vLLM PRs #34597 and #34795 (the 0.16/0.17 line)."""
+FIELD_VLLM = MemoryRules.of(VllmVersion(0, 17))
+"""The report's image: a nightly carrying vLLM PRs #34597 and #34795 that takes
+`--language-model-only` (vLLM has it from 0.17)."""
 FULL_CONTEXT = 262_144
 
 

@@ -30,18 +30,32 @@ def test_a_malformed_or_unknown_version_is_refused_with_what_is_known() -> None:
         MemoryRules.of(VllmVersion(0, 8))
 
 
-def test_the_cuda_graph_estimate_is_subtracted_from_021_unless_the_engines_turn_it_off() -> None:
-    assert not MemoryRules.of(VllmVersion(0, 20)).cuda_graphs_subtracted
-    assert MemoryRules.of(VllmVersion(0, 21)).cuda_graphs_subtracted
+def test_the_cuda_graph_estimate_is_subtracted_from_020_or_where_the_variable_asks() -> None:
+    assert not MemoryRules.of(VllmVersion(0, 19)).cuda_graphs_subtracted
+    assert MemoryRules.of(VllmVersion(0, 20)).cuda_graphs_subtracted
     assert not MemoryRules.of(VllmVersion(0, 32), cuda_graph_estimate=False).cuda_graphs_subtracted
-    assert MemoryRules.of(VllmVersion(0, 16), cuda_graph_estimate=True).cuda_graphs_subtracted
+    assert MemoryRules.of(VllmVersion(0, 18), cuda_graph_estimate=True).cuda_graphs_subtracted
+    # Before 0.18 the variable does not exist: setting it changes nothing.
+    assert not MemoryRules.of(VllmVersion(0, 17), cuda_graph_estimate=True).cuda_graphs_subtracted
+
+
+def test_older_versions_capture_piecewise_graphs_on_the_older_grid() -> None:
+    old, new = MemoryRules.of(VllmVersion(0, 10)), MemoryRules.of(VllmVersion(0, 12))
+    assert not old.full_cuda_graphs and not old.capture_grid_2025
+    assert new.full_cuda_graphs and new.capture_grid_2025
+    assert old.init_communicators_subtracted and not new.init_communicators_subtracted
+
+
+def test_language_model_only_is_refused_for_a_vllm_that_lacks_the_flag() -> None:
+    with pytest.raises(InvalidRequest, match=r"does not exist in vLLM 0\.16"):
+        AdmissionRequest(language_model_only=True, vllm=MemoryRules.of(VllmVersion(0, 16)))
 
 
 def test_every_memory_term_states_its_versions() -> None:
     assert {rule.term for rule in TERM_RULES} == {str(term) for term in MemoryTerm}
 
 
-def test_before_021_the_graphs_leave_the_kv_budget_whole(minimax: ModelSpec) -> None:
+def test_before_020_the_graphs_leave_the_kv_budget_whole(minimax: ModelSpec) -> None:
     def tp4(version: int) -> tuple[int, int]:
         request = AdmissionRequest(
             layout=Layout(tp=4), vllm=MemoryRules.of(VllmVersion(0, version))
@@ -49,8 +63,8 @@ def test_before_021_the_graphs_leave_the_kv_budget_whole(minimax: ModelSpec) -> 
         c = admit(minimax, None, RTX_BOX, request).candidate(Layout(tp=4))
         return c.memory_breakdown[MemoryTerm.CUDA_GRAPHS], c.kv_cache_bytes
 
-    graphs_new, kv_new = tp4(21)
-    graphs_old, kv_old = tp4(20)
+    graphs_new, kv_new = tp4(20)
+    graphs_old, kv_old = tp4(19)
     assert graphs_new > 0 and graphs_old == 0
     assert kv_old == kv_new + graphs_new
 
