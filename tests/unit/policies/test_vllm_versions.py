@@ -101,3 +101,10 @@ def test_an_explicit_kv_space_is_what_the_cache_gets(minimax: ModelSpec) -> None
     tp4 = admit(minimax, None, RTX_BOX, request).candidate(Layout(tp=4))
     assert tp4.kv_cache_bytes == 1 << 30
     assert tp4.kv_cache_tokens == (1 << 30) // (63_488 * 16) * 16
+
+
+def test_plans_help_names_the_newest_supported_version() -> None:
+    from policies.vllm_versions import NEWEST_SUPPORTED
+    from switchyard.commands import plan
+
+    assert str(NEWEST_SUPPORTED) == plan._NEWEST_VLLM
