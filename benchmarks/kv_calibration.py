@@ -22,12 +22,11 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from benchmarks.calibration_logs import CalibrationLog, load_logs
-from benchmarks.records import run_record, write_block
-from benchmarks.suites import BENCHMARKS_MD, RESULTS, suite_of
+from benchmarks.records import output_arguments, publish, run_record
+from benchmarks.suites import suite_of
 from policies.admission import admit
 from policies.engine_memory import FittedConstants, MemoryTerm
 from policies.units import GIB, MIB
@@ -198,9 +197,7 @@ def markdown(document: dict[str, Any]) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=SUITE.command, description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
-    parser.add_argument("--results", type=Path, default=RESULTS)
-    parser.add_argument("--markdown", type=Path, default=BENCHMARKS_MD)
+    output_arguments(parser)
     args = parser.parse_args(argv)
     found, fitted = rows(load_logs())
     document = {
@@ -212,8 +209,5 @@ def main(argv: list[str]) -> int:
     }
     print(table(found))
     print(json.dumps(document["verdict"]))
-    args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / SUITE.result.name).write_text(json.dumps(document, indent=2) + "\n")
-    if args.write:
-        write_block(args.markdown, SUITE, markdown(document))
+    publish(SUITE, document, args, markdown(document))
     return 0

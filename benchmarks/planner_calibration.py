@@ -29,11 +29,10 @@ import argparse
 import copy
 import json
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
-from benchmarks.records import run_record, write_block
-from benchmarks.suites import BENCHMARKS_MD, REPO_ROOT, RESULTS, suite_of
+from benchmarks.records import output_arguments, publish, run_record
+from benchmarks.suites import REPO_ROOT, suite_of
 from cluster.miniature_generator.reference import load_reference_config
 from policies.admission import AdmissionRequest, Candidate, admit
 from policies.checkpoint.hf_config import parse_hf_config
@@ -206,14 +205,9 @@ def markdown(document: dict[str, Any]) -> str:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog=SUITE.command, description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
-    parser.add_argument("--results", type=Path, default=RESULTS)
-    parser.add_argument("--markdown", type=Path, default=BENCHMARKS_MD)
+    output_arguments(parser)
     args = parser.parse_args(argv)
     document = {**run_record(SUITE, argv), "rows": [asdict(row) for row in rows()]}
     print(table([Row(**row) for row in document["rows"]]))
-    args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / SUITE.result.name).write_text(json.dumps(document, indent=2) + "\n")
-    if args.write:
-        write_block(args.markdown, SUITE, markdown(document))
+    publish(SUITE, document, args, markdown(document))
     return 0

@@ -8,7 +8,9 @@ replaces what sits between the suite's markers (`<!-- NAME:begin -->` / `<!-- NA
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import json
 import os
 import platform
 import subprocess
@@ -17,7 +19,7 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-from benchmarks.suites import Suite
+from benchmarks.suites import BENCHMARKS_MD, RESULTS, Suite
 
 
 def machine() -> dict[str, Any]:
@@ -82,3 +84,19 @@ def write_block(path: Path, suite: Suite, body: str) -> None:
     else:
         text += f"\n{block}\n"
     path.write_text(text)
+
+
+def output_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of a suite that computes without a cluster: where its result and its
+    BENCHMARKS.md block go."""
+    parser.add_argument("--write", action="store_true", help="update BENCHMARKS.md")
+    parser.add_argument("--results", type=Path, default=RESULTS)
+    parser.add_argument("--markdown", type=Path, default=BENCHMARKS_MD)
+
+
+def publish(suite: Suite, document: dict[str, Any], args: argparse.Namespace, block: str) -> None:
+    """Write `suite`'s result file and, with `--write`, its `block` into BENCHMARKS.md."""
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / suite.result.name).write_text(json.dumps(document, indent=2) + "\n")
+    if args.write:
+        write_block(args.markdown, suite, block)
