@@ -77,12 +77,19 @@ def installed_vllm_version() -> str:
     return str(NEWEST_SUPPORTED)
 
 
+def installed_rules_version() -> VllmVersion:
+    """The version whose memory rules apply to the installed vLLM: itself, or the nearest
+    supported one outside 0.10-0.32."""
+    installed = VllmVersion.parse(installed_vllm_version())
+    return max(min(installed, NEWEST_SUPPORTED), OLDEST_SUPPORTED)
+
+
 def engine_memory_rules() -> MemoryRules:
     """The installed vLLM's rules, with the CUDA-graph estimate flag the engines inherit."""
     flag = os.environ.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
-    version = min(VllmVersion.parse(installed_vllm_version()), NEWEST_SUPPORTED)
-    version = max(version, OLDEST_SUPPORTED)
-    return MemoryRules.of(version, cuda_graph_estimate=None if flag is None else flag != "0")
+    return MemoryRules.of(
+        installed_rules_version(), cuda_graph_estimate=None if flag is None else flag != "0"
+    )
 
 
 def deployment_key(

@@ -141,10 +141,10 @@ _NEWEST_VLLM = "0.32"
 
 
 def vllm_rules(version: str | None, cuda_graph_estimate: str | None) -> MemoryRules:
-    """The memory rules `plan` applies: `version`'s, else the installed vLLM's when the
-    project supports it, else the newest supported version's."""
-    from cluster.fleet.admission_gate import installed_vllm_version
-    from policies.vllm_versions import NEWEST_SUPPORTED, MemoryRules, VllmVersion
+    """The memory rules `plan` applies: `version`'s, else the installed vLLM's (the
+    nearest supported version's outside the supported range)."""
+    from cluster.fleet.admission_gate import installed_rules_version
+    from policies.vllm_versions import MemoryRules, VllmVersion
 
     estimate = None if cuda_graph_estimate is None else cuda_graph_estimate == "on"
     if version is not None:
@@ -152,8 +152,7 @@ def vllm_rules(version: str | None, cuda_graph_estimate: str | None) -> MemoryRu
             return MemoryRules.of(VllmVersion.parse(version), cuda_graph_estimate=estimate)
         except ValueError as exc:
             raise UserInputError(f"--vllm-version: {exc}") from exc
-    installed = min(VllmVersion.parse(installed_vllm_version()), NEWEST_SUPPORTED)
-    return MemoryRules.of(installed, cuda_graph_estimate=estimate)
+    return MemoryRules.of(installed_rules_version(), cuda_graph_estimate=estimate)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -108,3 +108,15 @@ def test_plans_help_names_the_newest_supported_version() -> None:
     from switchyard.commands import plan
 
     assert str(NEWEST_SUPPORTED) == plan._NEWEST_VLLM
+
+
+def test_plan_and_the_manager_take_the_nearest_supported_rules_for_the_installed_vllm(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cluster.fleet import admission_gate
+    from switchyard.commands.plan import vllm_rules
+
+    for installed, applied in (("0.8.5", VllmVersion(0, 10)), ("0.40.0", VllmVersion(0, 32))):
+        monkeypatch.setattr(admission_gate, "installed_vllm_version", lambda v=installed: v)
+        assert vllm_rules(None, None).version == applied
+        assert admission_gate.engine_memory_rules().version == applied
