@@ -284,5 +284,14 @@ def test_status_reports_throughput_latency_and_capacity_per_model(observed: Obse
     assert capacity["observed"]["weights_gib"] is None, "vLLM's CPU worker logs no weights"
     assert capacity["observed"]["kv_cache_gib"] == capacity["predicted"]["kv_cache_gib"] == 1.0
     assert capacity["observed"]["kv_cache_tokens"] == capacity["predicted"]["kv_cache_tokens"] > 0
-    ratio = _query_now(observed.prometheus_url, KV_PREDICTION_RATIO.exported)
-    assert {s["metric"]["model"]: float(s["value"][1]) for s in ratio}.get(MINIMAX) == 1.0, ratio
+    # The manager samples the gauge on its own period and Prometheus scrapes on another, so
+    # the series appears some seconds after the capacity is recorded.
+    ratios: dict[str, float] = {}
+
+    def ratio_scraped() -> bool:
+        series = _query_now(observed.prometheus_url, KV_PREDICTION_RATIO.exported)
+        ratios.update({s["metric"]["model"]: float(s["value"][1]) for s in series})
+        return MINIMAX in ratios
+
+    wait_until(ratio_scraped, 60, 2, message="no KV prediction ratio for MiniMax in Prometheus")
+    assert ratios[MINIMAX] == 1.0, ratios
