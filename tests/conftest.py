@@ -43,11 +43,11 @@ MODULE_ORDER: tuple[str, ...] = (
     # The real stack: read-only users, then the story's swap, then a killed engine.
     "integration/test_serving_plane.py",
     "integration/test_openai_surface.py",
-    "integration/test_replica_affinity_vllm.py",
     "integration/test_secure_defaults.py",
     "faults/test_bad_input.py",
     "e2e/test_hot_swap.py",
     "integration/test_observability.py",
+    "integration/test_replica_affinity_vllm.py",
     "faults/test_serving_faults.py",
     "integration/test_fleet_file_engines.py",
     "faults/test_gcs_outage_vllm.py",

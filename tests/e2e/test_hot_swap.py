@@ -7,7 +7,7 @@ test_observability.py). Admission refusals, rollback, concurrent changes and a m
 killed mid-swap are fleet operations: tests/e2e/test_fleet_operations.py, on fake engines.
 A forced break-before-make swap of the Llama miniature behind `small` follows, also through
 `ray job submit`: requests wait through it and none fails. After this module MiniMax serves
-`default` and `mini-llama-b` serves `small` on the real stack.
+`default` and `mini-llama-b` (two replicas) serves `small` on the real stack.
 """
 
 from __future__ import annotations

@@ -103,6 +103,9 @@ def test_an_unplaceable_layout_is_refused_before_anything_is_deployed(
 
 
 def test_a_real_tp2_engine_is_placed_on_one_node_and_serves(cluster: Any, tmp_path: Path) -> None:
+    """The Kimi miniature (MLA) at TP=2: two bundles on one node, the answer, the start-up
+    steps, and the KV cache the engine logged against the policy's count with the latent
+    replicated on both ranks (test_engines.py checks MiniMax's split KV heads at TP=2)."""
     from ray import serve
     from ray.serve.llm.openai_api_models import CompletionRequest
     from ray.util.placement_group import placement_group_table
@@ -111,14 +114,18 @@ def test_a_real_tp2_engine_is_placed_on_one_node_and_serves(cluster: Any, tmp_pa
     from cluster.miniature_generator import ensure_miniature
     from cluster.ray_adapters.serve_control import ServeControl
     from domain.app_name import AppName
+    from policies.checkpoint.hf_config import load_model_spec
+    from policies.inventory import GpuProfile
+    from policies.layout import Layout
+    from policies.memory import KvCacheDtype, kv_block_tokens, kv_bytes_per_token_per_gpu
 
-    model_dir = ensure_miniature("llama", tmp_path)
+    model_dir = ensure_miniature("kimi-k2.5", tmp_path)
     serve.start(http_options={"host": "127.0.0.1", "port": 0})
     control = ServeControl()
-    app = AppName("tp2-llama", 1)
+    app = AppName("tp2-kimi", 1)
     config = ModelDeploymentConfig(
-        name="tp2-llama",
-        source="miniature:llama",
+        name="tp2-kimi",
+        source="miniature:kimi-k2.5",
         layout=LayoutConfig(tp=2),
         accelerator=CPU,
         engine={"enforce_eager": True, "max_model_len": 512},
@@ -142,7 +149,7 @@ def test_a_real_tp2_engine_is_placed_on_one_node_and_serves(cluster: Any, tmp_pa
         handle = serve.get_deployment_handle(app.deployment, app.app)
 
         async def ask() -> Any:
-            request = CompletionRequest(model="tp2-llama", prompt="hi", max_tokens=4)
+            request = CompletionRequest(model="tp2-kimi", prompt="hi", max_tokens=4)
             stream: Any = handle.options(stream=True).completions.remote(request, None)
             async for item in stream:
                 return item
@@ -159,6 +166,12 @@ def test_a_real_tp2_engine_is_placed_on_one_node_and_serves(cluster: Any, tmp_pa
         print(f"\nFIGURE placement tp2 start-up steps: {steps}")
         assert steps["weight_load"] is not None and steps["kv_cache"] is not None
         assert steps["compile"] is None, "eager on the CPU"
+        spec = load_model_spec(model_dir)
+        per_token = kv_bytes_per_token_per_gpu(spec, Layout(tp=2), KvCacheDtype.AUTO)
+        block = kv_block_tokens(spec, GpuProfile.cpu_standin(8))
+        space = int(CPU.cpu_kv_cache_space_gib * 2**30)
+        logged = control.logged_capacity(app).kv_cache_tokens
+        assert logged == space // (per_token * block) * block, (logged, per_token, block)
 
         # The gateway's cheap replica count (Serve controller's running table) says what
         # serve.status() says.

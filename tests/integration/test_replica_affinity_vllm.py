@@ -2,9 +2,10 @@
 go to the same replica, so vLLM's own prefix-cache hit counter rises; without the key the
 least-loaded choice scatters a conversation's turns over the replicas and they miss.
 
-Runs on the suite's real stack (tests/support/shared_stacks.py): it adds a Llama miniature
-(GQA; vLLM's CPU build keeps prefix caching on for it, not for MLA) with two replicas, and
-removes it at the end, leaving the stack as it found it.
+Runs on the suite's real stack (tests/support/shared_stacks.py) after the story's swap, on
+the two replicas of the Llama miniature that swap left behind `small` (`mini-llama-b`,
+tests/support/story_swap.py; GQA: vLLM's CPU build keeps prefix caching on for it, not for
+MLA). It changes nothing on the stack.
 
 How the two phases are made comparable: each round sends every conversation's next turn,
 one request every `STAGGER_S`, all overlapping, so the arrival order decides the
@@ -24,16 +25,16 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from tests.support import shared_stacks
 from tests.support.running_stack import RunningStack
+from tests.support.story_swap import LLAMA_B, LLAMA_B_REPLICAS, StorySwap
 from tests.support.waiting import wait_until
 
-PAIR = "mini-llama-pair"
+PAIR = LLAMA_B
 CONVERSATIONS = 4
 ROUNDS = 2
 STAGGER_S = 0.03
@@ -49,17 +50,11 @@ WORDS = [
 
 
 @pytest.fixture(scope="module")
-def pair(real_stack: RunningStack) -> Iterator[RunningStack]:
-    added = real_stack.cli(
-        "add", "miniature:llama", "--name", PAIR, "--replicas", "2", "--max-model-len", "1024"
-    )
-    assert added.returncode == 0, added.stdout + added.stderr
-    try:
-        wait_until(lambda: _direct_endpoints(real_stack) == 2, 60, 0.5)
-        yield real_stack
-    finally:
-        removed = real_stack.cli("remove", PAIR)
-        assert removed.returncode == 0, removed.stdout + removed.stderr
+def pair(story_swap: StorySwap) -> RunningStack:
+    stack = story_swap.stack
+    assert story_swap.held_job.returncode == 0, story_swap.held_job.stdout
+    wait_until(lambda: _direct_endpoints(stack) == LLAMA_B_REPLICAS, 60, 0.5)
+    return stack
 
 
 def _direct_endpoints(stack: RunningStack) -> int:

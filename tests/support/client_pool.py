@@ -1,7 +1,8 @@
 """A pool of real `openai` clients calling one model or alias until told to stop.
 
 Used to prove a swap drops nothing: every request's outcome and the model that answered
-are recorded.
+are recorded. With `pause_s` each client waits that long between its requests (paced load);
+without, it sends the next as soon as the last one ends.
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ class ClientPool:
         workers: int = 8,
         api_key: str = "x",
         max_tokens: int = 8,
+        pause_s: float = 0.0,
     ) -> None:
         self._base_url = base_url
         self._model = model
         self._workers = workers
         self._api_key = api_key
         self._max_tokens = max_tokens
+        self._pause_s = pause_s
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.report = PoolReport()
@@ -80,6 +83,10 @@ class ClientPool:
                 self.report.slowest_s = max(self.report.slowest_s, time.monotonic() - started)
                 if not complete:
                     self.report.incomplete += 1
+            # A paced client leaves CPU to the control plane and to NEW's engine start:
+            # on 2 cores, back-to-back requests to a CPU engine slow a `ray job submit` of
+            # `switchyard status` from 3 s to about a minute.
+            self._stop.wait(self._pause_s)
 
     def _plain(self, client: openai.OpenAI) -> tuple[str, bool]:
         reply = client.chat.completions.create(

@@ -3,13 +3,14 @@ MiniMax replaces it on the same accelerators through `ray job submit`, while a r
 Prometheus (`switchyard metrics prometheus`) scrapes every metrics agent.
 
 Both need one of the head's accelerator slots, so that swap is make-before-break. Then a
-forced break-before-make swap of the Llama miniature behind `small` (to `mini-llama-b`),
-under a lighter load, so the holds are seen too.
+forced break-before-make swap of the Llama miniature behind `small` (to `mini-llama-b`, two
+replicas), under a lighter load, so the holds are seen too.
 
 tests/e2e/test_hot_swap.py asserts what clients saw and what the jobs printed;
-tests/integration/test_observability.py what Prometheus recorded. After it, MiniMax serves
-`default` and `mini-llama-b` serves `small` on the real stack; Kimi is a tombstone naming
-MiniMax.
+tests/integration/test_observability.py what Prometheus recorded, and
+tests/integration/test_replica_affinity_vllm.py uses `mini-llama-b`'s two replicas. After it,
+MiniMax serves `default` and `mini-llama-b` serves `small` on the real stack; Kimi is a
+tombstone naming MiniMax.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ RAY = str(Path(sys.executable).with_name("ray"))
 # The shared stacks export metrics every 2 s (shared_stacks.METRICS_REPORT_INTERVAL_MS) and
 # Prometheus scrapes every 2 s here: two exports plus a scrape are enough for any series.
 EXPORT_WAIT_S = 8
+# Every client waits this long between its requests. Back to back, eight clients keep both
+# cores on the CPU engine and the swap's own job, NEW's engine start included, runs on what
+# is left (a `ray job submit` took a minute to reach the manager); paced, they still keep
+# requests in flight through every phase of the swap.
+PAUSE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,7 @@ class StorySwap:
     job: subprocess.CompletedProcess[str]
     """`ray job submit -- switchyard swap ...`, as the README shows it."""
     pool: PoolReport
-    """Eight clients (half streaming) calling `default` from before the swap to after it."""
+    """Eight paced clients (half streaming) calling `default` from before the swap to after it."""
     answered: tuple[str, ...]
     """The model of every answer of the chat + completion traffic beside the pool."""
     prometheus_url: str
@@ -60,6 +66,11 @@ class StorySwap:
 
 
 LLAMA_B = "mini-llama-b"
+# NEW of the held swap has two replicas and a longer context: test_replica_affinity_vllm.py
+# sends its conversations (about 300 tokens each) to those two replicas, so the suite starts
+# two engines here instead of two more of its own.
+LLAMA_B_REPLICAS = 2
+LLAMA_B_MAX_MODEL_LEN = 1024
 
 
 def ray_job(
@@ -108,6 +119,7 @@ def _traffic(stack: RunningStack, stop: threading.Event, answered: list[str]) ->
             model = chunk.model
         client.completions.create(model="default", prompt="Hello there", max_tokens=6)
         answered.append(model)
+        stop.wait(PAUSE_S)
 
 
 def run_story_swap(stack: RunningStack) -> Iterator[StorySwap]:
@@ -135,7 +147,7 @@ def run_story_swap(stack: RunningStack) -> Iterator[StorySwap]:
         started_at = time.time()
         stop, answered = threading.Event(), list[str]()
         traffic = threading.Thread(target=_traffic, args=(stack, stop, answered), daemon=True)
-        pool = ClientPool(stack.base_url, "default", workers=8, api_key=API_KEY)
+        pool = ClientPool(stack.base_url, "default", workers=8, api_key=API_KEY, pause_s=PAUSE_S)
         with pool:
             traffic.start()
             time.sleep(EXPORT_WAIT_S)  # Prometheus sees Kimi serving before the swap
@@ -146,12 +158,13 @@ def run_story_swap(stack: RunningStack) -> Iterator[StorySwap]:
         traffic.join(timeout=120)
         time.sleep(EXPORT_WAIT_S)
         held_from = time.time()
-        small = ClientPool(stack.base_url, "small", workers=2, api_key=API_KEY)
+        small = ClientPool(stack.base_url, "small", workers=2, api_key=API_KEY, pause_s=PAUSE_S)
         with small:
             time.sleep(EXPORT_WAIT_S / 2)
             held_job = ray_job(
                 stack, "swap", LLAMA, "miniature:llama", "--name", LLAMA_B,
                 "--strategy", "break-before-make",
+                "--replicas", str(LLAMA_B_REPLICAS), "--max-model-len", str(LLAMA_B_MAX_MODEL_LEN),
             )  # fmt: skip
             time.sleep(EXPORT_WAIT_S / 2)
         time.sleep(EXPORT_WAIT_S)
