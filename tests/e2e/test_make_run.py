@@ -57,7 +57,7 @@ def test_make_run_serves_default_and_down_leaves_no_ray_processes(tmp_path: Path
         wait_until(
             lambda: make.poll() is None and _answers(client),
             900,
-            5,
+            2,
             message=lambda: (tmp_path / "make-run.log").read_text()[-3000:],
         )
         print(f"`make run` served default after {time.monotonic() - started:.0f} s")

@@ -323,7 +323,9 @@ def test_a_client_that_never_reads_its_stream_is_let_go(stack: RunningStack) -> 
         sock.sendall(head + body)
         stalled.append(sock)
     try:
-        time.sleep(20)
+        # Long enough for the engine to have generated all 4 x 200 tokens (about 3 s here) and
+        # for the unread streams' writes to back up.
+        time.sleep(10)
         # The stalled streams neither block other clients nor the engine.
         started = time.monotonic()
         _still_serving(stack)

@@ -35,7 +35,7 @@ from tests.support.waiting import wait_until
 RAY = str(Path(sys.executable).with_name("ray"))
 # The shared stacks export metrics every 2 s (shared_stacks.METRICS_REPORT_INTERVAL_MS) and
 # Prometheus scrapes every 2 s here: two exports plus a scrape are enough for any series.
-EXPORT_WAIT_S = 8
+EXPORT_WAIT_S = 6
 # Every client waits this long between its requests. Back to back, eight clients keep both
 # cores on the CPU engine and the swap's own job, NEW's engine start included, runs on what
 # is left (a `ray job submit` took a minute to reach the manager); paced, they still keep
