@@ -134,21 +134,26 @@ def _active_expert_bytes(model: ModelBytes, experts: int, layout: Layout) -> int
 
 def expected_busiest_rank_experts(num_experts: int, k: int, ranks: int) -> float:
     """E[max over ranks of the routed experts a rank holds] when a token picks k distinct
-    experts uniformly among `num_experts` spread evenly (num_experts / ranks each) over
-    `ranks` ranks: the sum over m >= 1 of P(max >= m), with P(max < m) counted exactly as
-    the ways to pick k experts with fewer than m on every rank over C(num_experts, k).
-    Routers are trained towards balance, so uniform is the optimistic case a ceiling wants."""
-    if ranks <= 1 or k <= 0:
-        return float(min(k, num_experts)) if ranks <= 1 else 0.0
-    per_rank = num_experts // ranks
-    total = comb(ranks * per_rank, k)
+    experts uniformly among `num_experts` spread over `ranks` ranks as evenly as they go
+    (vLLM gives the first num_experts % ranks ranks one more): the sum over m >= 1 of
+    P(max >= m), with P(max < m) counted exactly as the ways to pick k experts with fewer
+    than m on every rank over C(num_experts, k). Routers are trained towards balance, so
+    uniform is the optimistic case a ceiling wants."""
+    k = min(k, num_experts)
+    if k <= 0:
+        return 0.0
+    if ranks <= 1:
+        return float(k)
+    base, extra = divmod(num_experts, ranks)
+    held = [base + 1] * extra + [base] * (ranks - extra)
+    total = comb(num_experts, k)
     expected = 0.0
     for m in range(1, k + 1):
         # ways[j]: picks of j experts over the ranks seen so far, each holding fewer than m.
         ways = [1] + [0] * k
-        for _ in range(ranks):
+        for size in held:
             ways = [
-                sum(ways[j - c] * comb(per_rank, c) for c in range(min(m - 1, j) + 1))
+                sum(ways[j - c] * comb(size, c) for c in range(min(m - 1, j, size) + 1))
                 for j in range(k + 1)
             ]
         expected += 1.0 - ways[k] / total

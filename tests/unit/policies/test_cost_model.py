@@ -95,6 +95,11 @@ def test_with_expert_parallel_a_token_waits_for_the_rank_holding_most_of_its_exp
     # Every expert on its own rank, or all on one rank: no chance involved.
     assert expected_busiest_rank_experts(8, 8, 4) == 2
     assert expected_busiest_rank_experts(256, 8, 1) == 8
+    # More ranks than experts: each rank holds one expert at most.
+    assert expected_busiest_rank_experts(8, 1, 12) == 1
+    assert expected_busiest_rank_experts(8, 3, 12) == 1
+    # Uneven: 5 experts on 2 ranks (3 and 2), both picked of 2 on one rank in 4 of 10 ways.
+    assert abs(expected_busiest_rank_experts(5, 2, 2) - 1.4) < 1e-12
     # MiniMax-M2.5 (8 of 256) on TP4 + EP: 3.5 experts on the busiest rank, not 8 / 4.
     assert 3.4 < expected_busiest_rank_experts(256, 8, 4) < 3.6
 
