@@ -3,9 +3,10 @@
 One decode step of one sequence is memory-bound. Per pipeline stage, a GPU of that stage
 reads its share of the weights a token touches and that stage's KV cache for the context,
 at the GPU's memory bandwidth; then the TP group all-reduces twice per layer (after
-attention and after the MLP), and a MoE layer spread over DP ranks exchanges tokens twice
-(dispatch and combine). Stages run one after another for a single sequence, with one
-hand-off between consecutive stages.
+attention and after the MLP), a third time where the model normalizes q and k across
+all heads (MiniMax-M2: each token's variance, `tp_norm_reduce_s`), and a MoE layer spread
+over DP ranks exchanges tokens twice (dispatch and combine). Stages run one after another
+for a single sequence, with one hand-off between consecutive stages.
 
     time/token = sum over stages of (bytes read / HBM bandwidth + collectives)
                  + (pp - 1) x hand-off
@@ -15,7 +16,7 @@ hand-off between consecutive stages.
 Step latency and link bandwidth come from the GPU profile (PCIe-only boxes pay ~4 us per
 step; NVLink ~0.5 us); hops between nodes use `NETWORK_*` below. This is a ceiling: kernel
 launch gaps, attention kernel efficiency and scheduling are ignored (the story's field figures,
-61 tok/s for Kimi-K2.5 at TP8 and 84 tok/s for MiniMax-M2.5 at TP4+EP, sit at 40-65% of it).
+61 tok/s for Kimi-K2.5 at TP8 and 84 tok/s for MiniMax-M2.5 at TP4+EP, sit at about 60% of it).
 Its job is ranking: on PCIe it shows why high-TP MLA layouts (two all-reduces per layer over
 60 layers) lose to fewer TP ranks with pipeline stages.
 """
@@ -77,6 +78,7 @@ def decode_cost(
     moe_crosses = layout.moe_group_size > gpus_per_node
     moe_step, moe_link = link_for(gpu, crosses_nodes=moe_crosses)
     tp_reduce = 2 * collective_s(tp, hidden_bytes, tp_step, tp_link) if tp > 1 else 0.0
+    tp_reduce += tp_norm_reduce_s(spec, 1, tp, tp_step, tp_link)
     # DCP merges each layer's partial attention across its ranks (all-gather of the queries,
     # reduce-scatter of outputs and log-sum-exp: vLLM's "ag_rs" backend).
     dcp_exchange = collective_s(layout.dcp, hidden_bytes, tp_step, tp_link)
@@ -158,6 +160,20 @@ def expected_busiest_rank_experts(num_experts: int, k: int, ranks: int) -> float
             ]
         expected += 1.0 - ways[k] / total
     return expected
+
+
+_VARIANCE_BYTES = 2 * 4
+"""Per token: q's and k's variances in fp32, reduced together."""
+
+
+def tp_norm_reduce_s(
+    spec: ModelSpec, tokens: float, tp: int, step_s: float, link_bps: float
+) -> float:
+    """The per-layer all-reduce of a q/k norm that spans the heads TP splits: a latency-bound
+    collective of a few bytes per token (see `AttentionSpec.tp_qk_norm_all_reduce`)."""
+    if tp <= 1 or not spec.attention.tp_qk_norm_all_reduce:
+        return 0.0
+    return collective_s(tp, int(tokens * _VARIANCE_BYTES), step_s, link_bps)
 
 
 def link_for(gpu: GpuProfile, *, crosses_nodes: bool) -> tuple[float, float]:

@@ -9,7 +9,8 @@ sequences per step, and the step's cost changes regime:
   dtype (fp8 or fp4 where the GPU has those tensor cores and the checkpoint stores them;
   bf16 otherwise, as Marlin dequantizes INT4), plus attention's 4 x heads x head_dim FLOPs
   per context token at bf16;
-- communication: two TP all-reduces per layer of B hidden vectors, the MoE dispatch and
+- communication: two TP all-reduces per layer of B hidden vectors (three with a q/k norm
+  across heads), the MoE dispatch and
   combine when data parallel joins the expert group, DCP's attention merge; over the
   node's link, or the network between nodes.
 
@@ -32,7 +33,7 @@ from policies.checkpoint.model_spec import ModelSpec
 from policies.checkpoint.module_groups import ModuleGroup
 from policies.checkpoint.parameters import ModelBytes
 from policies.checkpoint.quantization import QuantFormat
-from policies.cost_model import collective_s, link_for
+from policies.cost_model import collective_s, link_for, tp_norm_reduce_s
 from policies.inventory import GpuProfile
 from policies.layout import Layout
 from policies.memory import (
@@ -176,6 +177,7 @@ def _per_layer_comm_s(
     payload = int(micro * spec.hidden_size * _ACTIVATION_BYTES)
     step, link = link_for(gpu, crosses_nodes=layout.tp > gpus_per_node)
     total = 2 * collective_s(layout.tp, payload, step, link)
+    total += tp_norm_reduce_s(spec, micro, layout.tp, step, link)
     total += collective_s(layout.dcp, payload, step, link)
     if layout.dp > 1 and spec.moe is not None:
         group = layout.moe_group_size

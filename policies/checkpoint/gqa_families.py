@@ -7,6 +7,7 @@ layers, MTP) and cites the transformers config class and vLLM model file it foll
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from policies.checkpoint.config_fields import nonnegative_int, positive_int
@@ -101,6 +102,8 @@ def parse_minimax_m2(cfg: Mapping[str, Any], arch: str) -> ModelSpec:
     0 would be MiniMax-01's lightning attention) are read from the raw config.
     vLLM minimax_m2.py: MiniMaxM2Attention splits heads and KV heads like Llama (KV heads
     replicated when TP > kv heads); MiniMaxM2MoE -> FusedMoE over `intermediate_size`.
+    Its q_norm/k_norm (MiniMaxText01RMSNormTP) span all heads whatever `use_qk_norm` says,
+    so TP adds one all-reduce per layer.
     """
     layers = positive_int(cfg, "num_hidden_layers")
     attn_types = cfg.get("attn_type_list")
@@ -117,7 +120,7 @@ def parse_minimax_m2(cfg: Mapping[str, Any], arch: str) -> ModelSpec:
         shared_intermediate_size=shared,
         num_moe_layers=layers,
     )
-    attention = gqa_attention(cfg)
+    attention = replace(gqa_attention(cfg), tp_qk_norm_all_reduce=True)
     mtp = nonnegative_int(cfg, "num_mtp_modules", 0) if cfg.get("use_mtp", False) else 0
     return assemble_spec(
         cfg,

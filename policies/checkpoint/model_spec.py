@@ -67,6 +67,11 @@ class AttentionSpec:
     sliding_layers: tuple[int, ...] = ()
     """Indices of layers that attend only to the last `sliding_window` tokens."""
     bias: bool = False
+    tp_qk_norm_all_reduce: bool = False
+    """q and k are RMS-normed over all heads, not per head (MiniMax-M2), so a forward under
+    TP all-reduces each token's variance across the TP group once per layer (vLLM
+    `MiniMaxText01RMSNormTP.forward_qk`, one all-reduce of q's and k's variances together,
+    in every version that serves MiniMax-M2: 0.14.1 to 0.32)."""
 
     @property
     def num_sliding_layers(self) -> int:
