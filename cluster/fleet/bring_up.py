@@ -15,7 +15,7 @@ from cluster.fleet.operation_recorder import OperationRecorder
 from cluster.fleet.ports import DeployFailed, PlacementRefused
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
-from domain.engine_capacity import ModelCapacity
+from domain.engine_capacity import CapacityFigures, ModelCapacity
 from domain.model_state import ModelState
 
 
@@ -91,20 +91,23 @@ def finish_bring_up(
         raise
     seconds = deployed.running_at - deployed.started_at + warm_up_s
     ctx.desired.update(ctx.desired.state.with_startup(config, seconds))
-    steps = ctx.ports.serve.startup_steps(app, deployed, warm_up_s)
+    report = ctx.ports.serve.start_report(app, deployed, warm_up_s)
+    steps = report.steps
     ctx.metrics.startup_steps(steps.seconds)
-    _record_capacity(ctx, app, config, op)
+    _record_capacity(ctx, report.capacity, config, op)
     if op is not None:
         op.details.startup_steps = steps.seconds
         op.note(f"{config.name} started in {seconds:.1f} s: {steps.describe()}")
 
 
 def _record_capacity(
-    ctx: FleetContext, app: AppName, config: ModelDeploymentConfig, op: OperationRecorder | None
+    ctx: FleetContext,
+    logged: CapacityFigures,
+    config: ModelDeploymentConfig,
+    op: OperationRecorder | None,
 ) -> None:
     """What the engine logged of its capacity, next to what admission predicted for it (the
     operation's record; a start without one, as reconcile's redeploy, keeps only the log)."""
-    logged = ctx.ports.serve.logged_capacity(app)
     predicted = op.details.predicted_capacity if op is not None else None
     capacity = (predicted or ModelCapacity()).model_copy(update={"observed": logged})
     ctx.desired.update(ctx.desired.state.with_capacity(config.name, capacity))

@@ -42,6 +42,15 @@ class Deployed:
     running_at: float
 
 
+@dataclass(frozen=True)
+class StartReport:
+    """What a started app's replica reported of its start: where the time went and what its
+    engine logged of its capacity (both read from one pass over its log)."""
+
+    steps: StartupSteps
+    capacity: CapacityFigures
+
+
 class DeployFailed(Exception):
     """The model did not come up; the message carries the engine's own error."""
 
@@ -116,12 +125,10 @@ class ServePort(Protocol):
         """Wait until the app started at `started_at` runs; raises DeployFailed (the app is
         deleted then)."""
 
-    def startup_steps(self, app: AppName, deployed: Deployed, warm_up_s: float) -> StartupSteps:
-        """Where the app's start went, from what Ray and the engine reported of it."""
-
-    def logged_capacity(self, app: AppName) -> CapacityFigures:
-        """What the app's engine logged of its capacity at start-up (weights, KV cache,
-        CUDA graphs); empty figures where its log shows none (a fake engine's)."""
+    def start_report(self, app: AppName, deployed: Deployed, warm_up_s: float) -> StartReport:
+        """Where the app's start went, from what Ray and the engine reported of it, and what
+        its engine logged of its capacity (weights, KV cache, CUDA graphs; empty figures
+        where its log shows none, as a fake engine's)."""
 
     def warm_up(self, app: AppName, timeout_s: float) -> None:
         """One real request through the app's own handle; raises DeployFailed."""

@@ -14,10 +14,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from cluster.fleet.ports import AppStatus, Clock, Deployed, DeployFailed, SystemClock, wait_for
+from cluster.fleet.ports import (
+    AppStatus,
+    Clock,
+    Deployed,
+    DeployFailed,
+    StartReport,
+    SystemClock,
+    wait_for,
+)
 from cluster.fleet.startup_steps import (
     EngineLog,
-    StartupSteps,
     WorkerTimes,
     parse_engine_log,
     startup_steps,
@@ -109,31 +116,26 @@ class ServeControl:
         self.delete(app.app)
         return DeployFailed(message)
 
-    def startup_steps(self, app: AppName, deployed: Deployed, warm_up_s: float) -> StartupSteps:
+    def start_report(self, app: AppName, deployed: Deployed, warm_up_s: float) -> StartReport:
         """From Ray's state API: the replica's worker timestamps and its log (the engine's
-        lines included). What cannot be read is left out, with a warning."""
+        lines included), read once. What cannot be read is left out, with a warning."""
         worker: WorkerTimes | None = None
         engine: EngineLog | None = None
+        capacity = CapacityFigures()
         try:
             worker, lines = _replica_reports(app)
             engine = parse_engine_log(lines, datetime.fromtimestamp(deployed.started_at).year)
+            capacity = logged_capacity(lines)
         except Exception as exc:
             log.warning("could not read how %s started: %r", app, exc)
-        return startup_steps(
+        steps = startup_steps(
             deploy_started=deployed.started_at,
             running=deployed.running_at,
             worker=worker,
             engine=engine,
             warm_up_s=warm_up_s,
         )
-
-    def logged_capacity(self, app: AppName) -> CapacityFigures:
-        try:
-            _, lines = _replica_reports(app)
-        except Exception as exc:
-            log.warning("could not read what %s logged of its capacity: %r", app, exc)
-            return CapacityFigures()
-        return logged_capacity(lines)
+        return StartReport(steps=steps, capacity=capacity)
 
     def _build(
         self,

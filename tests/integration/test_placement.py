@@ -162,15 +162,15 @@ def test_a_real_tp2_engine_is_placed_on_one_node_and_serves(cluster: Any, tmp_pa
         assert control.statuses()[app.app] is AppStatus.RUNNING
         control.warm_up(app, timeout_s=120)
         # Where the start went, from Ray's worker timestamps and vLLM's own log lines.
-        steps = control.startup_steps(app, deployed, warm_up_s=0.1).seconds
-        print(f"\nFIGURE placement tp2 start-up steps: {steps}")
+        report = control.start_report(app, deployed, warm_up_s=0.1)
+        steps = report.steps.seconds
         assert steps["weight_load"] is not None and steps["kv_cache"] is not None
         assert steps["compile"] is None, "eager on the CPU"
         spec = load_model_spec(model_dir)
         per_token = kv_bytes_per_token_per_gpu(spec, Layout(tp=2), KvCacheDtype.AUTO)
         block = kv_block_tokens(spec, GpuProfile.cpu_standin(8))
         space = int(CPU.cpu_kv_cache_space_gib * 2**30)
-        logged = control.logged_capacity(app).kv_cache_tokens
+        logged = report.capacity.kv_cache_tokens
         assert logged == space // (per_token * block) * block, (logged, per_token, block)
 
         # The gateway's cheap replica count (Serve controller's running table) says what

@@ -24,8 +24,9 @@ from cluster.fleet.ports import (
     NodeStageOutcome,
     PrefetchReport,
     StagedWeights,
+    StartReport,
 )
-from cluster.fleet.startup_steps import StartupSteps, startup_steps
+from cluster.fleet.startup_steps import startup_steps
 from cluster.inventory.records import GpuFactSource, NodeFacts, ProbedCluster
 from cluster.staging.disk_report import WeightsDiskReport
 from domain.app_name import AppName
@@ -175,17 +176,15 @@ class MemoryServe:
         self.slots_per_app[app.app] = config.layout.gpus_per_replica * config.replicas
         return Deployed(started_at=started_at, running_at=started_at + self.start_s)
 
-    def startup_steps(self, app: AppName, deployed: Deployed, warm_up_s: float) -> StartupSteps:
-        return startup_steps(
+    def start_report(self, app: AppName, deployed: Deployed, warm_up_s: float) -> StartReport:
+        steps = startup_steps(
             deploy_started=deployed.started_at,
             running=deployed.running_at,
             worker=None,
             engine=None,
             warm_up_s=warm_up_s,
         )
-
-    def logged_capacity(self, app: AppName) -> CapacityFigures:
-        return self.logged.get(app.model, CapacityFigures())
+        return StartReport(steps=steps, capacity=self.logged.get(app.model, CapacityFigures()))
 
     def warm_up(self, app: AppName, timeout_s: float) -> None:
         self.kill.check("warm_up", app.model)
