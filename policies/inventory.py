@@ -60,6 +60,10 @@ class GpuProfile:
     """Whether vLLM's attention backends here return the softmax log-sum-exp for decode,
     which decode context parallel needs (vllm/v1/worker/cp_utils.py): every CUDA backend
     does (FlashAttention, FlashInfer, FlashMLA, CUTLASS MLA, Triton MLA); the CPU ones do not."""
+    cpu_amx_tiles: bool = False
+    """A CPU stand-in whose host has Intel AMX tiles: vLLM's CPU engine runs MLA with its
+    AMX backend then, on 128-token blocks instead of 16 (vllm/platforms/cpu.py
+    `get_attn_backend_cls`, `check_and_update_config`)."""
 
     @classmethod
     def cpu_standin(
@@ -68,8 +72,10 @@ class GpuProfile:
         *,
         name: str = "cpu-standin",
         bandwidth_gbps: float = 20.0,
+        amx_tiles: bool = False,
     ) -> GpuProfile:
-        """A CPU node's accelerator slot, planned as a GPU with `memory_gib` of memory."""
+        """A CPU node's accelerator slot, planned as a GPU with `memory_gib` of memory;
+        `amx_tiles`: the host has Intel AMX (vLLM's CPU engine then picks other kernels)."""
         if memory_gib <= 0:
             raise InvalidInventory(f"cpu stand-in memory_gib must be > 0, got {memory_gib}")
         return cls(
@@ -83,6 +89,7 @@ class GpuProfile:
             bf16_tflops=1.0,
             datasheet="a CPU slot standing in for an accelerator (planning figures only)",
             decode_lse_attention=False,
+            cpu_amx_tiles=amx_tiles,
         )
 
 

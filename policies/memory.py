@@ -33,7 +33,9 @@ kernel takes 16 only."""
 def kv_block_tokens(spec: ModelSpec, gpu: GpuProfile) -> int:
     """The block size vLLM gives the cache on `gpu`: the KV cache size it logs is a
     multiple of it."""
-    if gpu.interconnect is Interconnect.HOST_MEMORY and spec.attention.mla is None:
+    if gpu.interconnect is Interconnect.HOST_MEMORY and (
+        spec.attention.mla is None or gpu.cpu_amx_tiles
+    ):
         return _CPU_BLOCK_TOKENS
     return KV_BLOCK_TOKENS
 

@@ -49,7 +49,21 @@ def probe_this_node(
         host_ram_bytes=host_ram_bytes(),
         labels=labels,
         notes=tuple(notes),
+        cpu_amx_tiles=cpu_amx_tiles(),
     )
+
+
+def cpu_amx_tiles(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether the CPU flags `amx_tile` (the test vLLM's CPU platform makes with torch's
+    `_is_amx_tile_supported`); False where /proc/cpuinfo cannot be read."""
+    try:
+        with cpuinfo.open(encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                if line.startswith("flags"):
+                    return "amx_tile" in line.split()
+    except OSError:
+        return False
+    return False
 
 
 def read_gpus(notes: list[str]) -> GpuFacts:

@@ -176,6 +176,7 @@ def base_facts(probe: NodeProbe, *, standin_memory_gib: float) -> NodeFacts:
         cache_dir=probe.cache_dir,
         source=GpuFactSource.DECLARED if standin else GpuFactSource.NONE,
         notes=probe.notes,
+        cpu_amx_tiles=probe.cpu_amx_tiles,
     )
 
 

@@ -39,8 +39,7 @@ _UNKNOWN_GPU_BANDWIDTH_GBPS = 800.0
 def profile_for(facts: NodeFacts) -> GpuProfile:
     """The built-in profile of the node's model with its measured memory and links."""
     if facts.accelerator == "standin":
-        profile = GpuProfile.cpu_standin(facts.gpu_memory_bytes / 2**30)
-        return profile
+        return GpuProfile.cpu_standin(facts.gpu_memory_bytes / 2**30, amx_tiles=facts.cpu_amx_tiles)
     try:
         profile = gpu_profile(facts.gpu_model)
     except UnknownGpu:

@@ -56,6 +56,9 @@ class NodeProbe:
     labels: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
     """Why a probe step gave nothing (NVML missing, nvidia-smi failed, ...)."""
+    cpu_amx_tiles: bool = False
+    """The CPU has Intel AMX tiles (/proc/cpuinfo `amx_tile`): vLLM's CPU engine picks its
+    AMX kernels, and their KV block size, there."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,8 @@ class NodeFacts:
     overridden: tuple[str, ...] = ()
     """Names of the fields an operator override set."""
     notes: tuple[str, ...] = field(default=())
+    cpu_amx_tiles: bool = False
+    """As probed (NodeProbe.cpu_amx_tiles)."""
 
     @property
     def name(self) -> str:
@@ -101,6 +106,7 @@ class NodeFacts:
             "source": self.source.value,
             "overridden": list(self.overridden),
             "notes": list(self.notes),
+            "cpu_amx_tiles": self.cpu_amx_tiles,
         }
 
 

@@ -111,6 +111,7 @@ def test_a_real_tp2_engine_is_placed_on_one_node_and_serves(cluster: Any, tmp_pa
     from ray.util.placement_group import placement_group_table
 
     from cluster.fleet.ports import AppStatus
+    from cluster.inventory.local_probe import cpu_amx_tiles
     from cluster.miniature_generator import ensure_miniature
     from cluster.ray_adapters.serve_control import ServeControl
     from domain.app_name import AppName
@@ -168,7 +169,8 @@ def test_a_real_tp2_engine_is_placed_on_one_node_and_serves(cluster: Any, tmp_pa
         assert steps["compile"] is None, "eager on the CPU"
         spec = load_model_spec(model_dir)
         per_token = kv_bytes_per_token_per_gpu(spec, Layout(tp=2), KvCacheDtype.AUTO)
-        block = kv_block_tokens(spec, GpuProfile.cpu_standin(8))
+        # MLA blocks are 16 tokens on the CPU, 128 where the AMX backend runs it.
+        block = kv_block_tokens(spec, GpuProfile.cpu_standin(8, amx_tiles=cpu_amx_tiles()))
         space = int(CPU.cpu_kv_cache_space_gib * 2**30)
         logged = report.capacity.kv_cache_tokens
         assert logged == space // (per_token * block) * block, (logged, per_token, block)

@@ -11,12 +11,13 @@ from policies.checkpoint.model_spec import ModelSpec
 from policies.checkpoint.parameters import model_bytes
 from policies.checkpoint.weights import override_weights
 from policies.engine_memory import EngineSettings
-from policies.inventory import gpu_profile
+from policies.inventory import GpuProfile, gpu_profile
 from policies.layout import Layout
 from policies.memory import (
     KV_BLOCK_TOKENS,
     KvCacheDtype,
     estimate_memory,
+    kv_block_tokens,
     kv_bytes_per_token_per_gpu,
     pipeline_stages,
     request_kv_bytes,
@@ -151,3 +152,13 @@ def test_scaled_shape_matches_measured_totals_never_below(minimax: ModelSpec) ->
     assert scaled.total_bytes >= measured.total_bytes
     assert scaled.total_bytes - measured.total_bytes < 1024 * 1024
     assert scaled.expert_bytes >= measured.expert_bytes
+
+
+def test_the_cpu_engine_blocks_mla_by_16_tokens_and_by_128_on_amx_hosts(
+    kimi: ModelSpec, minimax: ModelSpec
+) -> None:
+    plain = GpuProfile.cpu_standin(8)
+    amx = GpuProfile.cpu_standin(8, amx_tiles=True)
+    assert kv_block_tokens(kimi, plain) == 16
+    assert kv_block_tokens(kimi, amx) == 128
+    assert kv_block_tokens(minimax, plain) == kv_block_tokens(minimax, amx) == 128
