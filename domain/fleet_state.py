@@ -31,6 +31,11 @@ class FleetModel(BaseModel):
     """What was asked for, as written (a fleet file's entry, or one made from `add`'s
     flags): what `diff` compares and `export` writes. None in a fleet.json from before
     fleet files (see `requested`)."""
+    parked: bool = False
+    """Its engine is unloaded (`switchyard park`); its app `generation` no longer runs, and
+    the next wake starts the next generation."""
+    last_wake_s: float | None = None
+    """How long its latest wake took, admission to warmed (None: never woken)."""
 
     @property
     def app(self) -> AppName:
@@ -121,6 +126,22 @@ class FleetState(BaseModel):
         aliases = {a: m for a, m in self.aliases.items() if m != name}
         capacity = {n: c for n, c in self.capacity.items() if n != name}
         return self.model_copy(update={"models": models, "aliases": aliases, "capacity": capacity})
+
+    def with_parked(self, name: str) -> FleetState:
+        """`name` parked: kept with its config, entry and aliases, its engine gone."""
+        model = self.models[name].model_copy(update={"parked": True})
+        return self.model_copy(update={"models": {**self.models, name: model}})
+
+    def with_woken(self, name: str, generation: int, wake_s: float | None) -> FleetState:
+        """`name` serving again as `generation` after a wake of `wake_s` seconds (None:
+        not measured, the last wake's figure kept)."""
+        model = self.models[name]
+        last = model.last_wake_s if wake_s is None else round(wake_s, 3)
+        model = model.model_copy(
+            update={"parked": False, "generation": generation, "last_wake_s": last}
+        )
+        models = {**self.models, name: model}
+        return self.with_generation(model.app).model_copy(update={"models": models})
 
     def with_alias(self, alias: str, name: str) -> FleetState:
         return self.model_copy(update={"aliases": {**self.aliases, alias: name}})

@@ -37,10 +37,16 @@ class OperationKind(StrEnum):
     """Take a model down and free its accelerators."""
     ALIAS = "alias"
     """Point an alias at a model."""
+    PARK = "park"
+    """Drain a model and unload its engine, keeping its name, aliases and routes."""
+    WAKE = "wake"
+    """Bring a parked model back: admission, then its engine's start."""
 
 
 class SwapPhase(StrEnum):
-    """Steps of a swap, journaled before each is acted on (see cluster/fleet/swap_flow.py)."""
+    """Steps of a swap, journaled before each is acted on (see cluster/fleet/swap_flow.py).
+    A park is `draining` then `removing_old`, a wake `preflight` then `deploying_new`
+    (cluster/fleet/residency.py); an add `preflight` then `deploying_new`."""
 
     PREFLIGHT = "preflight"
     """Admission of NEW against the inventory counting what OLD frees; NEW's weights staged
@@ -119,7 +125,7 @@ class OperationDetails(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = None
-    """The model added, removed or aliased."""
+    """The model added, removed, aliased, parked or woken."""
     alias: str | None = None
     old: str | None = None
     """The model a swap replaces."""

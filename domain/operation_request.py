@@ -72,8 +72,29 @@ class AliasRequest(_Request):
         return validate_model_name(value, "alias")
 
 
+class ParkRequest(_Request):
+    kind: Literal[OperationKind.PARK] = OperationKind.PARK
+    name: str
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return validate_model_name(value)
+
+
+class WakeRequest(_Request):
+    kind: Literal[OperationKind.WAKE] = OperationKind.WAKE
+    name: str
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return validate_model_name(value)
+
+
 OperationRequest = Annotated[
-    AddRequest | SwapRequest | RemoveRequest | AliasRequest, Field(discriminator="kind")
+    AddRequest | SwapRequest | RemoveRequest | AliasRequest | ParkRequest | WakeRequest,
+    Field(discriminator="kind"),
 ]
 """Any request; `kind` says which."""
 

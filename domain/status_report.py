@@ -47,7 +47,7 @@ class ModelStatus(_Document):
     name: str
     aliases: list[str]
     state: str
-    """A ModelState value: loading, ready, draining, degraded, failed."""
+    """A ModelState value: loading, ready, draining, degraded, failed, parked, waking."""
     layout: str
     source: str
     replicas: int
@@ -60,6 +60,8 @@ class ModelStatus(_Document):
     capacity: ModelCapacityStatus | None = None
     """What admission predicted for its deployment and what its engine logged at start-up;
     None until the manager has recorded a start of it."""
+    last_wake_s: float | None = None
+    """How long its latest wake from parked took, admission to warmed (None: never woken)."""
 
 
 class MetricsStatus(_Document):

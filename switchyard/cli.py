@@ -23,6 +23,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "add",
     "swap",
     "remove",
+    "park",
+    "wake",
     "alias",
     "keys",
     "apply",

@@ -41,6 +41,8 @@ class ManagerView:
     last_swap: SwapSummary | None
     capacity: dict[str, ModelCapacity] = field(default_factory=dict)
     """Per served model: admission's prediction and what its engine logged."""
+    last_wake_s: dict[str, float] = field(default_factory=dict)
+    """Per model woken at least once: how long its latest wake took."""
 
 
 class ManagerApi(Protocol):
@@ -161,14 +163,15 @@ class RayManagerClient:
     def view(self) -> ManagerView:
         import ray
 
-        inventory, operation, live, last_swap, capacity = ray.get(
+        inventory, operation, live, last_swap, capacity, wakes = ray.get(
             [
                 self._actor.inventory.remote(),
                 self._actor.current.remote(),
                 self._actor.live_metrics.remote(),
                 self._actor.last_swap.remote(),
                 self._actor.capacity.remote(),
+                self._actor.last_wakes.remote(),
             ],
             timeout=STATUS_TIMEOUT_S,
         )
-        return ManagerView(inventory, operation, live, last_swap, capacity)
+        return ManagerView(inventory, operation, live, last_swap, capacity, wakes)

@@ -27,6 +27,7 @@ from cluster.fleet.operation_recorder import OperationRecorder
 from cluster.fleet.ports import Clock, ClusterPorts, DeployFailed, SystemClock
 from cluster.fleet.preflight import preflight
 from cluster.fleet.reconcile import reconcile, republish
+from cluster.fleet.residency import park, wake
 from cluster.fleet.swap_flow import swap
 from cluster.inventory.policy_inventory import policy_inventory
 from domain.deployment_config import ModelDeploymentConfig
@@ -49,8 +50,10 @@ from domain.operation_request import (
     AddRequest,
     AliasRequest,
     OperationRequest,
+    ParkRequest,
     RemoveRequest,
     SwapRequest,
+    WakeRequest,
 )
 from domain.validation_message import dotted, validation_line
 
@@ -60,6 +63,9 @@ READY_WAIT_S = 600.0
 """How long an operation waits for a restarted engine to finish reconciling."""
 LOCK_WAIT_S = 2.0
 """The health watch holds the lock for a moment now and then; changes never queue."""
+WAKE_LOCK_WAIT_S = 600.0
+"""A wake waits this long for the change running before it (a client is waiting for the
+model); every other change is refused at once while one runs."""
 
 
 class FleetEngine:
@@ -157,7 +163,8 @@ class FleetEngine:
         """Perform one operation; its result says done / rejected / rolled back / failed."""
         if not self._ready.wait(READY_WAIT_S):
             return self._refusal(request.kind, "the manager is still reconciling after a restart")
-        if not self._lock.acquire(timeout=LOCK_WAIT_S):
+        wait_s = WAKE_LOCK_WAIT_S if isinstance(request, WakeRequest) else LOCK_WAIT_S
+        if not self._lock.acquire(timeout=wait_s):
             running = self._current
             what = (
                 f"{running.kind.value} {running.details.model_dump(mode='json')}"
@@ -171,7 +178,7 @@ class FleetEngine:
             )
         try:
             result = self._run(request)
-            if isinstance(request, RemoveRequest) or (
+            if isinstance(request, RemoveRequest | ParkRequest) or (
                 isinstance(request, SwapRequest) and not request.dry_run
             ):
                 self._release_weights()
@@ -212,6 +219,10 @@ class FleetEngine:
                 return self._remove(request.name)
             case AliasRequest():
                 return self._set_alias(request.alias, request.name)
+            case ParkRequest():
+                return park(self._ctx, self._begin, request.name)
+            case WakeRequest():
+                return wake(self._ctx, self._begin, request.name)
 
     def _with_cluster_defaults(self, config: ModelDeploymentConfig) -> ModelDeploymentConfig:
         """What a request leaves to the cluster: its accelerator kind, and eager mode on
@@ -323,7 +334,8 @@ class FleetEngine:
                 republish(ctx)
                 ctx.journal.append({"event": "registry_rebuilt", "at": now()})
                 log.warning("the registry had lost its table; rebuilt from the journal")
-            models = ctx.desired.state.models
+            # A parked model runs no replica by design: nothing to watch.
+            models = {n: m for n, m in ctx.desired.state.models.items() if not m.parked}
             table = ctx.ports.routes.routing_table()
             published = {n: table.models[n].state for n in models if n in table.models}
             app_of = {n: m.app.app for n, m in models.items()}

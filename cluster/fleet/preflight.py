@@ -73,10 +73,11 @@ def preflight(
     dry_run: bool,
     auto_layout: bool = False,
     objective: str = "throughput",
+    replacing: str | None = None,
 ) -> PreflightResult:
     """Stage `config`'s weights, resolve it (recipe, `layout: auto`) and run admission
-    counting `freed` as free."""
-    staged = stage_and_probe(ctx, op, config, dry_run=dry_run)
+    counting `freed` as free; `replacing` may be `config`'s own name (a wake)."""
+    staged = stage_and_probe(ctx, op, config, dry_run=dry_run, replacing=replacing)
     if isinstance(staged, PreflightResult):
         return staged
     resolved = resolve(

@@ -15,7 +15,8 @@ What is decided, by the journal's last phase and strategy of the interrupted ope
   own, since the name's route may still be OLD's;
 - an interrupted add is undone (its app and route removed): it was never recorded, and a
   model nobody warmed up must not take traffic;
-- an interrupted remove or alias change is completed: both are idempotent.
+- an interrupted remove or alias change is completed: both are idempotent;
+- an interrupted park or wake is finished as cluster/fleet/residency.py says.
 
 Then every desired model whose app runs is published READY, aliases are republished (the
 registry may have restarted too), holds are released, and Serve apps of models' generations
@@ -27,6 +28,7 @@ from __future__ import annotations
 from cluster.fleet.bring_up import bring_up
 from cluster.fleet.fleet_context import FleetContext, model_route
 from cluster.fleet.ports import AppStatus
+from cluster.fleet.residency import finish_park, finish_wake
 from domain.app_name import AppName
 from domain.model_state import ModelState
 from domain.operation import (
@@ -52,6 +54,10 @@ def reconcile(ctx: FleetContext) -> str:
             outcome, message = undo_add(ctx, details, phase)
         elif kind is OperationKind.REMOVE:
             outcome, message = finish_remove(ctx, details)
+        elif kind is OperationKind.PARK:
+            outcome, message = finish_park(ctx, details, phase)
+        elif kind is OperationKind.WAKE:
+            outcome, message = finish_wake(ctx, details, phase)
         else:
             outcome, message = finish_alias(ctx, details)
         ctx.journal.append(
@@ -223,6 +229,10 @@ def republish(ctx: FleetContext) -> None:
     rebuilding = not routes.is_open()
     for name, model in desired.models.items():
         published = table.models.get(name)
+        if model.parked:
+            if published is None or published.state is not ModelState.PARKED:
+                routes.put_route(model_route(model.app, model.config, ModelState.PARKED))
+            continue
         running = statuses.get(model.app.app) is AppStatus.RUNNING
         ready = (
             published is not None
@@ -240,7 +250,7 @@ def republish(ctx: FleetContext) -> None:
             routes.set_alias(alias, name)
     if table.held_aliases:
         ctx.release_holds()
-    wanted = {m.app.app for m in desired.models.values()}
+    wanted = {m.app.app for m in desired.models.values() if not m.parked}
     for app_name in statuses:
         if AppName.parse(app_name) is not None and app_name not in wanted:
             serve.delete(app_name)

@@ -120,6 +120,11 @@ class ManagerService:
     def capacity(self) -> dict[str, ModelCapacity]:
         return dict(self._engine.fleet().capacity)
 
+    def last_wakes(self) -> dict[str, float]:
+        """Per model woken at least once: how long its latest wake took, in seconds."""
+        models = self._engine.fleet().models
+        return {n: m.last_wake_s for n, m in models.items() if m.last_wake_s is not None}
+
     def plan_fleet(self, desired: FleetFile) -> FleetPlan:
         return self._engine.plan(desired)
 

@@ -130,6 +130,14 @@ class RoutingTable:
             return Refuse(404, "model_not_found", message)
         if route.state is ModelState.READY:
             return Forward(route=route)
+        if route.state is ModelState.PARKED:
+            return Refuse(
+                503,
+                "model_unavailable",
+                f"The model '{name}' is parked (its engine is unloaded to free its "
+                "accelerators); it serves again once it is woken.",
+                route=route,
+            )
         if route.state is ModelState.FAILED:
             return Refuse(
                 503, "model_unavailable", f"The model '{name}' failed to start: {route.error}"

@@ -79,6 +79,7 @@ def status_report(address: str, registry: RegistryApi, manager: ManagerApi | Non
     managed = None if manager is None else manager.view()
     if managed is not None:
         for model in models:
+            model.last_wake_s = managed.last_wake_s.get(model.name)
             known = managed.capacity.get(model.name)
             if known is not None:
                 model.capacity = ModelCapacityStatus(

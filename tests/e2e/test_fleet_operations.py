@@ -5,12 +5,15 @@
 - `add --layout auto` takes admission's recommendation for its objective;
 - a NEW that cannot load (a truncated checkpoint) is rolled back by itself, under load,
   with no failed request;
+- a parked model keeps its name and alias (503 + Retry-After meanwhile) and serves again
+  once woken;
 - two concurrent changes never interleave;
 - a manager killed mid-swap converges to one consistent state.
 
 Tests run in file order. Kimi serves `default` on the fake stack when the module starts;
 after it, `default` is served by Kimi or MiniMax (whichever the killed swap left), and the
-Llama miniature still serves `small`. The story's swap on real engines is test_hot_swap.py.
+Llama miniature still serves `small` (woken once: its app is generation 2). The story's
+swap on real engines is test_hot_swap.py.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import openai
 
 from tests.support.client_pool import ClientPool
 from tests.support.running_stack import SWITCHYARD, RunningStack, stack_env
-from tests.support.shared_stacks import API_KEY, KIMI, MINIMAX
+from tests.support.shared_stacks import API_KEY, KIMI, LLAMA, MINIMAX
 from tests.support.story_swap import ray_job
 from tests.support.waiting import wait_until
 
@@ -107,6 +110,35 @@ def test_a_new_model_that_cannot_load_is_rolled_back(
     assert "strategy: make-before-break" in log and "kept serving, untouched" in log, log
     assert pool.report.failures == [], pool.report.failures[:5]
     assert _default_model(fake_stack) == KIMI
+
+
+def test_a_parked_model_keeps_its_name_and_alias_and_serves_again_once_woken(
+    fake_stack: RunningStack,
+) -> None:
+    client = _client(fake_stack)
+    parked = ray_job(fake_stack, "park", LLAMA)
+    assert parked.returncode == 0, parked.stdout + parked.stderr
+    assert f"{LLAMA} is parked" in parked.stdout
+    assert LLAMA in {m.id for m in client.models.list().data}, "/v1/models still lists it"
+    for name in (LLAMA, "small"):
+        try:
+            client.completions.create(model=name, prompt="hi", max_tokens=2)
+            raise AssertionError(f"{name} answered while parked")
+        except openai.APIStatusError as exc:
+            assert exc.status_code == 503 and "parked" in exc.message
+            assert exc.response.headers.get("retry-after")
+    status = json.loads(fake_stack.cli("status", "--json").stdout)
+    (model,) = [m for m in status["models"] if m["name"] == LLAMA]
+    assert model["state"] == "parked" and model["aliases"] == ["small"]
+
+    woken = fake_stack.cli("wake", LLAMA)
+    assert woken.returncode == 0, woken.stdout + woken.stderr
+    reply = client.completions.create(model="small", prompt="hi", max_tokens=2)
+    assert reply.model == LLAMA
+    status = json.loads(fake_stack.cli("status", "--json").stdout)
+    (model,) = [m for m in status["models"] if m["name"] == LLAMA]
+    assert model["state"] == "ready" and model["last_wake_s"] > 0
+    assert model["app"] == f"model-{LLAMA}-g2", "a wake starts the next generation"
 
 
 def test_two_concurrent_changes_never_interleave(fake_stack: RunningStack) -> None:

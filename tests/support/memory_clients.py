@@ -67,6 +67,12 @@ class MemoryManagerClient:
             operation=self.engine.current(),
             live_metrics=None,
             last_swap=self.engine.last_swap(),
+            capacity=dict(self.engine.fleet().capacity),
+            last_wake_s={
+                n: m.last_wake_s
+                for n, m in self.engine.fleet().models.items()
+                if m.last_wake_s is not None
+            },
         )
 
 

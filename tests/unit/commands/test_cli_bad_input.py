@@ -116,6 +116,8 @@ CASES: list[tuple[list[str], str]] = [
     (["alias", "set", "bad alias", "ok"], "alias"),
     (["alias", "unset", "a", "b"], "action"),
     (["remove", "bad name!"], "name"),
+    (["park", "bad name!"], "name"),
+    (["wake", "bad name!"], "name"),
     # stage
     (["stage", ""], "source"),
     (["stage", "miniature:llama", "--reserve-gib", "-1"], "reserve_gib"),

@@ -16,7 +16,7 @@ from domain.exit_codes import ExitCode, UserInputError
 from domain.fleet_file import parse_fleet_file
 from domain.model_state import ModelState
 from domain.operation import Outcome
-from domain.operation_request import AddRequest, RemoveRequest
+from domain.operation_request import AddRequest, ParkRequest, RemoveRequest, WakeRequest
 from domain.tenant_keys import KEYS_FILE_FACT, read_keys_file
 from serve_apps.registry.registry_actor import ENDPOINTS_FACT
 from serve_apps.registry.routing_table import ModelRoute
@@ -83,6 +83,29 @@ def test_status_reads_models_and_facts_from_the_registry_and_the_rest_from_the_m
     assert endpoint.alive and endpoint.url == "http://127.0.0.1:8000/v1"
     assert endpoint.running_replicas == 0
     assert status.inventory == manager.engine.inventory() and status.tenants is None
+
+
+def test_status_shows_a_parked_model_with_its_last_wake(
+    registry: MemoryRegistryClient, manager: MemoryManagerClient
+) -> None:
+    for request in (
+        AddRequest(config=OLD),
+        ParkRequest(name=OLD.name),
+        WakeRequest(name=OLD.name),
+        ParkRequest(name=OLD.name),
+    ):
+        done = manager.run(request)
+        assert done is not None and done.outcome is Outcome.DONE, done
+    parked = manager.engine.fleet().models[OLD.name]
+    route = ModelRoute(
+        OLD.name, parked.app.app, OLD.name, ModelState.PARKED, OLD.source, str(OLD.layout)
+    )
+    registry.call(registry.registry.put_model(route))
+
+    (model,) = status_report("127.0.0.1:6379", registry, manager).models
+
+    assert model.state == "parked" and model.last_wake_s == parked.last_wake_s is not None
+    assert model.model_dump(mode="json")["last_wake_s"] == parked.last_wake_s
 
 
 def test_status_without_a_manager_still_shows_the_registry(

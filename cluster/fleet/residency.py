@@ -1,0 +1,153 @@
+"""Parking and waking a model: its engine unloaded to free its accelerators, and brought back.
+
+A parked model stays in the fleet: its name, config, aliases and routes are kept, `/v1/models`
+lists it, and its weights stay pinned on the nodes (the fleet's models, parked ones included,
+are what `release` keeps). Park mode `unload` is the only one: the engine's Serve app is
+deleted, and a wake is a cold start under the next app generation.
+
+- park: `draining` (the route stops taking requests; those in flight finish up to the drain
+  deadline), `removing_old` (the app is deleted until its accelerators are free), then the
+  route is PARKED and the fleet records the model parked.
+- wake: `preflight` (the weights staged and read into the page cache, admission against the
+  accelerators free now: a wake that does not fit changes nothing), `deploying_new` (the
+  route is WAKING while the next generation starts and is warmed), then READY.
+
+After a restart (cluster/fleet/reconcile.py): a park interrupted while draining is undone
+(the model serves on, READY); one interrupted later is completed. A wake whose app runs is
+completed; any other is undone (its app deleted, the model parked as before).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from cluster.fleet.bring_up import bring_up
+from cluster.fleet.fleet_context import FleetContext, model_route
+from cluster.fleet.operation_recorder import OperationRecorder
+from cluster.fleet.ports import AppStatus, DeployFailed
+from cluster.fleet.preflight import preflight
+from cluster.fleet.swap_flow import drain
+from domain.app_name import AppName
+from domain.model_state import ModelState
+from domain.operation import (
+    OperationDetails,
+    OperationKind,
+    OperationResult,
+    Outcome,
+    SwapPhase,
+)
+
+Begin = Callable[[OperationKind, OperationDetails], OperationRecorder]
+
+
+def park(ctx: FleetContext, begin: Begin, name: str) -> OperationResult:
+    """Drain `name` and unload its engine; its routes and aliases stay (see the module)."""
+    model = ctx.desired.model(name)
+    details = OperationDetails(name=name, generation=None if model is None else model.generation)
+    op = begin(OperationKind.PARK, details)
+    if model is None:
+        return op.end(Outcome.REJECTED, f"no model named '{name}'")
+    if model.parked:
+        return op.end(Outcome.DONE, f"{name} is already parked; nothing changed")
+    op.phase(SwapPhase.DRAINING, f"draining {model.app}: its requests in flight finish on it")
+    ctx.ports.routes.set_route_state(name, ModelState.DRAINING)
+    left = drain(ctx, model.app.app)
+    op.note(f"{name} drained ({left} requests still in flight at the deadline)")
+    op.phase(SwapPhase.REMOVING_OLD, f"unloading {model.app}")
+    complete_park(ctx, name)
+    return op.end(Outcome.DONE, f"{name} is parked: its accelerators are free")
+
+
+def complete_park(ctx: FleetContext, name: str) -> None:
+    """The app deleted (idempotent), the route PARKED, the model recorded parked."""
+    model = ctx.desired.model(name)
+    assert model is not None
+    ctx.ports.serve.delete(model.app.app)
+    ctx.ports.routes.put_route(model_route(model.app, model.config, ModelState.PARKED))
+    ctx.desired.update(ctx.desired.state.with_parked(name))
+
+
+def wake(ctx: FleetContext, begin: Begin, name: str) -> OperationResult:
+    """Bring parked `name` back under its next app generation (see the module)."""
+    state = ctx.desired.state
+    model = state.models.get(name)
+    app = state.next_app(name)
+    op = begin(OperationKind.WAKE, OperationDetails(name=name, generation=app.generation))
+    if model is None:
+        return op.end(Outcome.REJECTED, f"no model named '{name}'")
+    if not model.parked:
+        return op.end(Outcome.DONE, f"{name} is not parked; nothing changed")
+    started = ctx.clock.monotonic()
+    op.phase(SwapPhase.PREFLIGHT, f"admission for {name} on the accelerators free now")
+    checked = preflight(ctx, op, model.config, freed=None, dry_run=False, replacing=name)
+    if not checked.admitted:
+        return op.end(
+            Outcome.REJECTED,
+            f"{name} stays parked: not admitted: " + "; ".join(checked.reasons),
+        )
+    assert checked.model_dir is not None
+    # Before the start: a load from memory makes the cold start shorter.
+    op.note(ctx.ports.nodes.prefetch(checked.model_dir).describe())
+    op.phase(SwapPhase.DEPLOYING_NEW, f"starting {name} as {app}")
+    ctx.ports.routes.set_route_state(name, ModelState.WAKING)
+    try:
+        bring_up(ctx, app, model.config, checked.model_dir, op, routed=False)
+    except DeployFailed as exc:
+        ctx.ports.routes.set_route_state(name, ModelState.PARKED, f"the last wake failed: {exc}")
+        return op.end(Outcome.FAILED, f"{name} failed to wake and stays parked: {exc}")
+    seconds = ctx.clock.monotonic() - started
+    complete_wake(ctx, name, app, seconds)
+    return op.end(Outcome.DONE, f"{name} is serving again ({seconds:.1f} s)")
+
+
+def complete_wake(ctx: FleetContext, name: str, app: AppName, seconds: float | None) -> None:
+    model = ctx.desired.model(name)
+    assert model is not None
+    ctx.publish_ready(app, model.config)
+    ctx.point_aliases(ctx.desired.state.aliases_of(name), name)
+    ctx.desired.update(ctx.desired.state.with_woken(name, app.generation, seconds))
+
+
+def finish_park(
+    ctx: FleetContext, details: OperationDetails, phase: str | None
+) -> tuple[Outcome, str]:
+    """A park interrupted by a restart: undone while draining, else completed."""
+    name = details.name or ""
+    model = ctx.desired.model(name)
+    if model is None:
+        return Outcome.FAILED, f"park of {name} was interrupted and {name} no longer exists"
+    if model.parked:
+        return Outcome.DONE, f"park of {name} had been recorded before the restart"
+    if phase in (None, SwapPhase.DRAINING) and (
+        ctx.ports.serve.statuses().get(model.app.app) is AppStatus.RUNNING
+    ):
+        ctx.ports.routes.set_route_state(name, ModelState.READY)
+        return Outcome.ROLLED_BACK, (
+            f"park of {name} was interrupted while draining; {name} serves on, run park again"
+        )
+    complete_park(ctx, name)
+    return Outcome.DONE, f"park of {name} was interrupted in {phase}; it was completed"
+
+
+def finish_wake(
+    ctx: FleetContext, details: OperationDetails, phase: str | None
+) -> tuple[Outcome, str]:
+    """A wake interrupted by a restart: completed if its app runs, else undone."""
+    name = details.name or ""
+    model = ctx.desired.model(name)
+    if model is None or details.generation is None:
+        return Outcome.FAILED, f"wake of {name} was interrupted and {name} no longer exists"
+    if not model.parked:
+        return Outcome.DONE, f"wake of {name} had been recorded before the restart"
+    app = AppName(name, details.generation)
+    status = ctx.ports.serve.statuses().get(app.app)
+    if status is AppStatus.RUNNING:
+        # Its start time is unknown here (the restart cut it): the last wake is left as it was.
+        complete_wake(ctx, name, app, None)
+        return Outcome.DONE, f"wake of {name} was interrupted in {phase}; {name} was running"
+    if status is not None:
+        ctx.ports.serve.delete(app.app)
+    ctx.ports.routes.set_route_state(name, ModelState.PARKED)
+    return Outcome.FAILED, (
+        f"wake of {name} was interrupted in {phase}; {name} stays parked, run wake again"
+    )

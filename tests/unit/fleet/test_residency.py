@@ -1,0 +1,198 @@
+"""Parking and waking a model (cluster/fleet/residency.py), on the in-memory cluster: a
+parked model frees its accelerators and keeps its name, aliases and routes; a wake brings
+it back under the next generation, or changes nothing; a restart at any point of either
+converges to one consistent state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from cluster.fleet.ports import AppStatus
+from domain.model_state import ModelState
+from domain.operation import Outcome, SwapPhase
+from domain.operation_request import AddRequest, ParkRequest, RemoveRequest, WakeRequest
+from serve_apps.registry.routing_table import Forward, Refuse
+from tests.support.fleet_configs import OLD
+from tests.support.memory_cluster import Killed
+from tests.unit.fleet.conftest import NEW, Fleet
+
+pytestmark = pytest.mark.unit
+
+G1, G2 = "model-mini-old-g1", "model-mini-old-g2"
+
+
+@pytest.fixture
+def parked(fleet: Fleet) -> Fleet:
+    assert fleet.engine.run(AddRequest(config=OLD)).outcome is Outcome.DONE
+    assert fleet.engine.run(ParkRequest(name=OLD.name)).outcome is Outcome.DONE
+    return fleet
+
+
+def test_a_parked_model_frees_its_accelerators_and_keeps_its_name_aliases_and_route(
+    parked: Fleet,
+) -> None:
+    cluster = parked.cluster
+    assert cluster.serve.apps == {}, "its engine is unloaded"
+    assert cluster.serve.slots_per_app == {}
+    table = cluster.routes.table
+    assert [r.name for r in table.live_models()] == [OLD.name], "/v1/models still lists it"
+    assert table.models[OLD.name].state is ModelState.PARKED
+    assert table.aliases["default"] == OLD.name
+    for requested in (OLD.name, "default"):
+        refused = table.resolve(requested)
+        assert isinstance(refused, Refuse) and refused.status == 503
+        assert "parked" in refused.message
+    model = parked.engine.fleet().models[OLD.name]
+    assert model.parked and model.config == parked.engine.fleet().models[OLD.name].config
+    # Its weights stay pinned: the sources a release keeps include the parked model's.
+    assert cluster.nodes.released[-1] == frozenset({OLD.source})
+
+
+def test_a_park_drains_before_it_unloads(parked: Fleet) -> None:
+    phases = [e["phase"] for e in parked.journal.entries() if e.get("event") == "phase"]
+    assert phases[-2:] == [SwapPhase.DRAINING, SwapPhase.REMOVING_OLD]
+
+
+def test_parking_twice_changes_nothing_and_an_unknown_model_is_refused(parked: Fleet) -> None:
+    again = parked.engine.run(ParkRequest(name=OLD.name))
+    assert again.outcome is Outcome.DONE and "already parked" in again.message
+    unknown = parked.engine.run(ParkRequest(name="nobody"))
+    assert unknown.outcome is Outcome.REJECTED and "no model named 'nobody'" in unknown.message
+    assert parked.engine.run(WakeRequest(name="nobody")).outcome is Outcome.REJECTED
+
+
+def test_a_wake_serves_the_model_again_under_its_next_generation(parked: Fleet) -> None:
+    result = parked.engine.run(WakeRequest(name=OLD.name))
+    assert result.outcome is Outcome.DONE, result.message
+    assert result.details.generation == 2
+    assert parked.cluster.serve.apps == {G2: AppStatus.RUNNING}
+    table = parked.cluster.routes.table
+    resolved = table.resolve("default")
+    assert isinstance(resolved, Forward) and resolved.route.app_name == G2
+    model = parked.engine.fleet().models[OLD.name]
+    assert not model.parked and model.generation == 2
+    assert model.last_wake_s is not None
+    assert parked.engine.run(WakeRequest(name=OLD.name)).message.endswith("nothing changed")
+
+
+def test_a_wake_that_does_not_fit_is_refused_and_the_model_stays_parked(parked: Fleet) -> None:
+    parked.cluster.nodes.slots = 0
+    result = parked.engine.run(WakeRequest(name=OLD.name))
+    assert result.outcome is Outcome.REJECTED and "stays parked" in result.message
+    assert parked.cluster.serve.apps == {}
+    assert parked.cluster.routes.table.models[OLD.name].state is ModelState.PARKED
+    assert parked.engine.fleet().models[OLD.name].parked
+
+
+def test_a_wake_whose_engine_fails_leaves_the_model_parked_with_the_error(parked: Fleet) -> None:
+    parked.cluster.serve.fail_deploy.add(OLD.name)
+    result = parked.engine.run(WakeRequest(name=OLD.name))
+    assert result.outcome is Outcome.FAILED and "stays parked" in result.message
+    route = parked.cluster.routes.table.models[OLD.name]
+    assert route.state is ModelState.PARKED and "injected" in (route.error or "")
+    assert parked.cluster.serve.apps == {}
+    parked.cluster.serve.fail_deploy.clear()
+    assert parked.engine.run(WakeRequest(name=OLD.name)).outcome is Outcome.DONE
+
+
+def test_the_health_watch_leaves_a_parked_model_alone(parked: Fleet) -> None:
+    assert parked.engine.check_health() == []
+    assert parked.cluster.routes.table.models[OLD.name].state is ModelState.PARKED
+
+
+def test_a_parked_model_survives_a_restart_parked(parked: Fleet) -> None:
+    parked.cluster.routes.table = parked.cluster.routes.table.without_model(OLD.name)
+    parked.restart()
+    assert parked.cluster.routes.table.models[OLD.name].state is ModelState.PARKED
+    assert parked.cluster.serve.apps == {}
+    assert parked.engine.fleet().models[OLD.name].parked
+
+
+def test_a_parked_model_can_be_removed_and_its_weights_released(parked: Fleet) -> None:
+    assert parked.engine.run(RemoveRequest(name=OLD.name)).outcome is Outcome.DONE
+    assert parked.engine.fleet().models == {}
+    assert parked.cluster.nodes.released[-1] == frozenset()
+
+
+def test_other_models_are_admitted_on_the_accelerators_a_park_freed(fleet: Fleet) -> None:
+    fleet.cluster.nodes.slots = 1
+    fleet.engine.run(AddRequest(config=OLD))
+    assert fleet.engine.run(AddRequest(config=NEW)).outcome is Outcome.REJECTED
+    fleet.engine.run(ParkRequest(name=OLD.name))
+    assert fleet.engine.run(AddRequest(config=NEW)).outcome is Outcome.DONE
+    woken = fleet.engine.run(WakeRequest(name=OLD.name))
+    assert woken.outcome is Outcome.REJECTED, "NEW holds the only accelerator now"
+
+
+@dataclass(frozen=True)
+class Restart:
+    label: str
+    request: ParkRequest | WakeRequest
+    point: str
+    subject: str | None
+    outcome: Outcome
+    parked: bool
+    """Whether the model is parked once the restarted manager has reconciled."""
+
+
+RESTARTS = [
+    Restart(
+        "park: draining", ParkRequest(name=OLD.name), "drain", None, Outcome.ROLLED_BACK, False
+    ),
+    Restart("park: unloading", ParkRequest(name=OLD.name), "delete", G1, Outcome.DONE, True),
+    Restart("park: unloaded", ParkRequest(name=OLD.name), "deleted", G1, Outcome.DONE, True),
+    Restart(
+        "park: recorded",
+        ParkRequest(name=OLD.name),
+        "snapshot_saved:removing_old",
+        None,
+        Outcome.DONE,
+        True,
+    ),
+    Restart(
+        "wake: generation saved, nothing deployed",
+        WakeRequest(name=OLD.name),
+        "snapshot_saved:deploying_new",
+        None,
+        Outcome.FAILED,
+        True,
+    ),
+    Restart("wake: preflight", WakeRequest(name=OLD.name), "staging", None, Outcome.FAILED, True),
+    Restart(
+        "wake: engine starting",
+        WakeRequest(name=OLD.name),
+        "deploy:starting",
+        OLD.name,
+        Outcome.FAILED,
+        True,
+    ),
+    Restart(
+        "wake: warming up", WakeRequest(name=OLD.name), "warm_up", OLD.name, Outcome.DONE, False
+    ),
+]
+
+
+@pytest.mark.parametrize("case", RESTARTS, ids=[c.label for c in RESTARTS])
+def test_a_manager_killed_mid_park_or_wake_converges(fleet: Fleet, case: Restart) -> None:
+    fleet.engine.run(AddRequest(config=OLD))
+    if isinstance(case.request, WakeRequest):
+        fleet.engine.run(ParkRequest(name=OLD.name))
+    fleet.cluster.arm(case.point, case.subject)
+    with pytest.raises(Killed):
+        fleet.engine.run(case.request)
+    fleet.restart()
+    ends = [e for e in fleet.journal.entries() if e.get("after_restart")]
+    assert [e["outcome"] for e in ends] == [case.outcome.value], ends
+    model = fleet.engine.fleet().models[OLD.name]
+    assert model.parked is case.parked
+    route = fleet.cluster.routes.table.models[OLD.name]
+    apps = fleet.cluster.serve.apps
+    if case.parked:
+        assert route.state is ModelState.PARKED and apps == {}
+    else:
+        assert route.state is ModelState.READY
+        assert apps == {model.app.app: AppStatus.RUNNING}
+        assert route.app_name == model.app.app
+    assert fleet.cluster.routes.table.aliases["default"] == OLD.name
