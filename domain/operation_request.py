@@ -6,6 +6,7 @@ fills in what the cluster decides (the accelerator kind) for fields the caller l
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
@@ -82,9 +83,19 @@ class ParkRequest(_Request):
         return validate_model_name(value)
 
 
+class WakeTrigger(StrEnum):
+    """What asked for a wake."""
+
+    MANUAL = "manual"
+    """`switchyard wake` (or its Ray job)."""
+    REQUEST = "request"
+    """A client's request for the parked model, held at a gateway."""
+
+
 class WakeRequest(_Request):
     kind: Literal[OperationKind.WAKE] = OperationKind.WAKE
     name: str
+    trigger: WakeTrigger = WakeTrigger.MANUAL
 
     @field_validator("name")
     @classmethod

@@ -105,6 +105,10 @@ class RoutePort(Protocol):
         live gateway replica; None until all of them have seen routing table
         `min_version`."""
 
+    def take_wake_requests(self, timeout_s: float) -> list[str]:
+        """Parked models the gateways asked to wake (they hold requests for them) since the
+        last call; waits up to `timeout_s` for one."""
+
 
 class ServePort(Protocol):
     def placement_problem(self, config: ModelDeploymentConfig) -> str | None:

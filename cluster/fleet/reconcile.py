@@ -28,7 +28,7 @@ from __future__ import annotations
 from cluster.fleet.bring_up import bring_up
 from cluster.fleet.fleet_context import FleetContext, model_route
 from cluster.fleet.ports import AppStatus
-from cluster.fleet.residency import finish_park, finish_wake
+from cluster.fleet.residency import finish_park, finish_wake, publish_parked
 from domain.app_name import AppName
 from domain.model_state import ModelState
 from domain.operation import (
@@ -231,7 +231,7 @@ def republish(ctx: FleetContext) -> None:
         published = table.models.get(name)
         if model.parked:
             if published is None or published.state is not ModelState.PARKED:
-                routes.put_route(model_route(model.app, model.config, ModelState.PARKED))
+                publish_parked(ctx, model)
             continue
         running = statuses.get(model.app.app) is AppStatus.RUNNING
         ready = (

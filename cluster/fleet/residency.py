@@ -20,6 +20,7 @@ completed; any other is undone (its app deleted, the model parked as before).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from cluster.fleet.bring_up import bring_up
 from cluster.fleet.fleet_context import FleetContext, model_route
@@ -28,6 +29,7 @@ from cluster.fleet.ports import AppStatus, DeployFailed
 from cluster.fleet.preflight import preflight
 from cluster.fleet.swap_flow import drain
 from domain.app_name import AppName
+from domain.fleet_state import FleetModel
 from domain.model_state import ModelState
 from domain.operation import (
     OperationDetails,
@@ -35,9 +37,14 @@ from domain.operation import (
     OperationResult,
     Outcome,
     SwapPhase,
+    now,
 )
 
 Begin = Callable[[OperationKind, OperationDetails], OperationRecorder]
+
+CAPACITY_BUSY = "capacity_busy"
+"""The gateway's error code for requests whose model could not be woken: the accelerators
+it needs are taken."""
 
 
 def park(ctx: FleetContext, begin: Begin, name: str) -> OperationResult:
@@ -63,8 +70,38 @@ def complete_park(ctx: FleetContext, name: str) -> None:
     model = ctx.desired.model(name)
     assert model is not None
     ctx.ports.serve.delete(model.app.app)
-    ctx.ports.routes.put_route(model_route(model.app, model.config, ModelState.PARKED))
+    publish_parked(ctx, model)
     ctx.desired.update(ctx.desired.state.with_parked(name))
+
+
+def predicted_wake_s(ctx: FleetContext, model: FleetModel) -> float | None:
+    """A wake is a cold start: its last wake, else the last start of its source and layout."""
+    if model.last_wake_s is not None:
+        return model.last_wake_s
+    return ctx.desired.state.startup_of(model.config)
+
+
+def publish_parked(
+    ctx: FleetContext,
+    model: FleetModel,
+    *,
+    error: str | None = None,
+    error_code: str | None = None,
+    wake_ended: bool = False,
+) -> None:
+    """`model`'s route PARKED, with its predicted wake; `wake_ended`: a wake of it just
+    ended without serving it (the gateways holding requests for it then refuse them, with
+    `error`)."""
+    published = ctx.ports.routes.routing_table().models.get(model.config.name)
+    ended = published.wakes_ended if published is not None else 0
+    route = replace(
+        model_route(model.app, model.config, ModelState.PARKED),
+        error=error,
+        error_code=error_code,
+        wake_s=predicted_wake_s(ctx, model),
+        wakes_ended=ended + 1 if wake_ended else ended,
+    )
+    ctx.ports.routes.put_route(route)
 
 
 def wake(ctx: FleetContext, begin: Begin, name: str) -> OperationResult:
@@ -81,19 +118,36 @@ def wake(ctx: FleetContext, begin: Begin, name: str) -> OperationResult:
     op.phase(SwapPhase.PREFLIGHT, f"admission for {name} on the accelerators free now")
     checked = preflight(ctx, op, model.config, freed=None, dry_run=False, replacing=name)
     if not checked.admitted:
-        return op.end(
-            Outcome.REJECTED,
-            f"{name} stays parked: not admitted: " + "; ".join(checked.reasons),
+        why = "not admitted: " + "; ".join(checked.reasons)
+        # Admission judged the accelerators free now: the others hold them.
+        judged = op.details.admission is not None
+        publish_parked(
+            ctx,
+            model,
+            error=why,
+            error_code=CAPACITY_BUSY if judged else None,
+            wake_ended=True,
         )
+        return op.end(Outcome.REJECTED, f"{name} stays parked: {why}")
     assert checked.model_dir is not None
     # Before the start: a load from memory makes the cold start shorter.
     op.note(ctx.ports.nodes.prefetch(checked.model_dir).describe())
     op.phase(SwapPhase.DEPLOYING_NEW, f"starting {name} as {app}")
-    ctx.ports.routes.set_route_state(name, ModelState.WAKING)
+    predicted = predicted_wake_s(ctx, model)
+    left = None if predicted is None else max(0.0, predicted - (ctx.clock.monotonic() - started))
+    published = ctx.ports.routes.routing_table().models.get(name)
+    waking = replace(
+        published or model_route(model.app, model.config, ModelState.PARKED),
+        state=ModelState.WAKING,
+        error=None,
+        error_code=None,
+        ready_by=None if left is None else now() + left,
+    )
+    ctx.ports.routes.put_route(waking)
     try:
         bring_up(ctx, app, model.config, checked.model_dir, op, routed=False)
     except DeployFailed as exc:
-        ctx.ports.routes.set_route_state(name, ModelState.PARKED, f"the last wake failed: {exc}")
+        publish_parked(ctx, model, error=f"its engine failed to start: {exc}", wake_ended=True)
         return op.end(Outcome.FAILED, f"{name} failed to wake and stays parked: {exc}")
     seconds = ctx.clock.monotonic() - started
     complete_wake(ctx, name, app, seconds)
@@ -147,7 +201,9 @@ def finish_wake(
         return Outcome.DONE, f"wake of {name} was interrupted in {phase}; {name} was running"
     if status is not None:
         ctx.ports.serve.delete(app.app)
-    ctx.ports.routes.set_route_state(name, ModelState.PARKED)
+    publish_parked(
+        ctx, model, error="its wake was interrupted by a manager restart", wake_ended=True
+    )
     return Outcome.FAILED, (
         f"wake of {name} was interrupted in {phase}; {name} stays parked, run wake again"
     )

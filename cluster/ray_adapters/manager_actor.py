@@ -19,6 +19,7 @@ from cluster.fleet.fleet_plan import FleetPlan
 from cluster.fleet.journal import Journal
 from cluster.fleet.manager_settings import ManagerSettings
 from cluster.fleet.ports import ClusterPorts
+from cluster.fleet.wake_on_request import WakeOnRequest
 from cluster.ray_adapters.ray_nodes import RayNodes
 from cluster.ray_adapters.registry_routes import RegistryRoutes
 from cluster.ray_adapters.serve_control import ServeControl
@@ -39,6 +40,8 @@ from serve_apps.registry.registry_actor import SWITCHYARD_NAMESPACE, registry_ac
 log = logging.getLogger(__name__)
 
 MANAGER_ACTOR_NAME = "switchyard-manager"
+WAKE_POLL_S = 10.0
+"""How long one long-poll of the registry for wake requests waits."""
 
 
 class ManagerService:
@@ -74,6 +77,8 @@ class ManagerService:
         # and the actor must answer `current`/`fleet` meanwhile.
         threading.Thread(target=self._engine.reconcile, daemon=True).start()
         threading.Thread(target=self._watch_health, daemon=True).start()
+        self._wakes = WakeOnRequest(self._engine, ports.routes)
+        threading.Thread(target=self._wake_on_request, daemon=True).start()
 
     def _watch_health(self) -> None:
         """Mark models DEGRADED / READY from their running replicas, for the actor's life."""
@@ -85,6 +90,18 @@ class ManagerService:
                 except Exception:
                     log.exception("health check failed; retrying in %.0f s", period)
             time.sleep(period)
+
+    def _wake_on_request(self) -> None:
+        """Start the wakes gateways ask for (cluster/fleet/wake_on_request.py), for the
+        actor's life, once reconciled."""
+        while not self._engine.wait_ready(60.0):
+            pass
+        while True:
+            try:
+                self._wakes.serve_once(WAKE_POLL_S)
+            except Exception:
+                log.exception("taking wake requests failed; retrying in 1 s")
+                time.sleep(1.0)
 
     def ping(self) -> bool:
         return self._engine.wait_ready(0)

@@ -50,3 +50,7 @@ class RegistryRoutes:
     def in_flight(self, app: str, min_version: int) -> int | None:
         count: int | None = self._call("in_flight", app, min_version)
         return count
+
+    def take_wake_requests(self, timeout_s: float) -> list[str]:
+        names: list[str] = self._call("take_wake_requests", timeout_s)
+        return names

@@ -45,7 +45,7 @@ from serve_apps.gateway.openai_errors import GatewayError
 from serve_apps.gateway.request_id import engine_request_id
 from serve_apps.gateway.request_timing import RequestTiming
 from serve_apps.registry.replica_health import ReplicaHealthView
-from serve_apps.registry.route_resolver import RouteResolver
+from serve_apps.registry.route_resolver import RequestWake, RouteResolver, no_wakes
 from serve_apps.registry.route_view import RouteView
 from serve_apps.relay.client_response import keep_server_send
 from serve_apps.relay.forwarder import RequestForwarder
@@ -73,6 +73,7 @@ class Gateway:
         report_in_flight: ReportInFlight | None = None,
         metrics: GatewayMetrics | None = None,
         tenants: tuple[FetchTenants, ExchangeUsage] | None = None,
+        request_wake: RequestWake | None = None,
     ) -> None:
         self._settings = settings
         self._gate = TenantGate(settings.initial_tenants())
@@ -89,7 +90,9 @@ class Gateway:
             if tenants is None
             else TenantSync(self._gate, *tenants, period_s=settings.quota_sync_s)
         )
-        self._resolver = RouteResolver(settings, routes, health, self._metrics)
+        self._resolver = RouteResolver(
+            settings, routes, health, self._metrics, request_wake=request_wake or no_wakes
+        )
         self._forwarder = RequestForwarder(settings, backend, self._metrics)
         self._reporter = InFlightReporter(
             self._forwarder.in_flight,

@@ -57,6 +57,8 @@ class HoldOutcome(StrEnum):
     TOO_LONG = "too_long"
     """The manager predicted a hold longer than the bound: 503 at once, Retry-After the
     predicted remaining time."""
+    WAKE_ENDED = "wake_ended"
+    """The parked model's wake ended without serving it (refused or failed): 503."""
 
 
 @dataclass(frozen=True)

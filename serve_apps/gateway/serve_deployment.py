@@ -119,6 +119,9 @@ class RegistryClient:
         endpoints: list[EngineEndpoint] = await self._registry().engine_endpoints.remote()
         return endpoints
 
+    async def request_wake(self, name: str) -> None:
+        await self._registry().request_wake.remote(name)
+
 
 class ServeReplicaCounts:
     """Running replicas per Serve application, asked of Serve's controller.
@@ -221,6 +224,7 @@ class GatewayReplica:
             # Created here, in the replica: Ray metrics belong to the process that records them.
             RayGatewayMetrics(settings.inter_token_sample_every),
             tenants=(registry.fetch_tenants, registry.exchange_usage),
+            request_wake=registry.request_wake,
         )
 
         self._gateway.start()

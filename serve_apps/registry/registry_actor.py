@@ -68,6 +68,10 @@ class FleetRegistry:
         # one they were deployed with.
         self._tenants: TenantTable | None = None
         self._usage = TenantUsageBook()
+        # Parked models a gateway asked to wake, until the manager takes them; not saved: a
+        # gateway still holding a request asks again on the next table change.
+        self._wakes_wanted: set[str] = set()
+        self._wake_asked: asyncio.Event | None = None
         saved = store.get(SNAPSHOT_KEY) if store is not None else None
         snapshot = RegistrySnapshot.decode(saved) if saved is not None else None
         self.restored = snapshot is not None
@@ -263,6 +267,32 @@ class FleetRegistry:
         for key in stale:
             del self._engine_endpoints[key]
         return [endpoint for _, endpoint in self._engine_endpoints.values()]
+
+    def _wake_event(self) -> asyncio.Event:
+        if self._wake_asked is None:
+            self._wake_asked = asyncio.Event()
+        return self._wake_asked
+
+    async def request_wake(self, name: str) -> None:
+        """A gateway holds a request for parked `name`: note it for the manager (one note
+        per model however many gateways ask)."""
+        route = self._table.models.get(name)
+        if route is None or route.state is not ModelState.PARKED:
+            return
+        self._wakes_wanted.add(name)
+        self._wake_event().set()
+
+    async def take_wake_requests(self, timeout_s: float) -> list[str]:
+        """The models gateways asked to wake since the last call, as soon as there is one,
+        or none at timeout (the manager long-polls this)."""
+        event = self._wake_event()
+        if not self._wakes_wanted:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout_s)
+        taken = sorted(self._wakes_wanted)
+        self._wakes_wanted.clear()
+        event.clear()
+        return taken
 
     async def set_tenants(self, table: TenantTable) -> int:
         """Publish a tenant table; an older one than the current is ignored. Returns the

@@ -1,16 +1,20 @@
 """A request's `model` (a name or an alias) resolved to the route it is forwarded to.
 
 Requests for an alias that a swap is moving are held, up to a bound, until the routing
-table says where the alias points now; every other refusal is answered at once.
+table says where the alias points now. So are requests for a parked model: the resolver
+asks for its wake (`RequestWake`: a note in the fleet registry that the manager takes) and
+holds them until the model serves, or until the manager says the wake ended without it.
+Every other refusal is answered at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from domain.model_state import ModelState
 from serve_apps.gateway.gateway_metrics import GatewayMetrics, HoldOutcome
@@ -21,6 +25,17 @@ from serve_apps.registry.replica_health import ReplicaHealthView
 from serve_apps.registry.route_view import RouteView
 from serve_apps.registry.routing_table import Forward, Hold, ModelRoute, Refuse
 
+log = logging.getLogger(__name__)
+
+_ASK_TIMEOUT_S = 5.0
+
+RequestWake = Callable[[str], Awaitable[None]]
+"""Ask the fleet manager to wake the parked model of that name (idempotent)."""
+
+
+async def no_wakes(name: str) -> None:
+    """A gateway without a registry to ask (unit tests of other paths)."""
+
 
 class RouteResolver:
     def __init__(
@@ -30,8 +45,10 @@ class RouteResolver:
         health: ReplicaHealthView,
         metrics: GatewayMetrics,
         clock: Callable[[], float] = time.time,
+        request_wake: RequestWake = no_wakes,
     ) -> None:
         self._clock = clock
+        self._request_wake = request_wake
         self._settings = settings
         self._routes = routes
         self._health = health
@@ -56,6 +73,7 @@ class RouteResolver:
         held = False
         hold_outcome = HoldOutcome.RELEASED
         held_since = loop.time()
+        wakes_ended_seen: int | None = None
         try:
             while True:
                 resolution = self._routes.table.resolve(requested)
@@ -82,8 +100,16 @@ class RouteResolver:
                         retry_after_s=retry,
                     )
                 assert isinstance(resolution, Hold)
+                parked = resolution.wake
+                if parked is not None:
+                    if wakes_ended_seen is None:
+                        wakes_ended_seen = parked.wakes_ended
+                    elif parked.wakes_ended > wakes_ended_seen:
+                        hold_outcome = HoldOutcome.WAKE_ENDED
+                        raise self._wake_ended(parked)
+                    await self._ask_for_wake(parked.name)
                 if not held:
-                    self._refuse_a_hold_longer_than_the_bound(requested)
+                    self._refuse_a_hold_longer_than_the_bound(requested, resolution)
                     if self._held >= self._settings.max_held_requests:
                         self._metrics.hold_finished(requested, HoldOutcome.QUEUE_FULL, 0.0)
                         raise self._unavailable(
@@ -106,21 +132,43 @@ class RouteResolver:
                 self._held_by_alias[requested] -= 1
                 self._metrics.hold_finished(requested, hold_outcome, loop.time() - held_since)
 
-    def _refuse_a_hold_longer_than_the_bound(self, requested: str) -> None:
+    def _refuse_a_hold_longer_than_the_bound(self, requested: str, hold: Hold) -> None:
         """503 at once, with the predicted remaining time as Retry-After, when the manager
         expects the hold to outlast what this gateway would wait: the client learns when to
-        come back instead of waiting to time out."""
-        ends_at = self._routes.table.hold_ends_at
-        if ends_at is None:
+        come back instead of waiting to time out. A parked model's wake goes on."""
+        if hold.ends_at is not None:
+            left = hold.ends_at - self._clock()
+        elif hold.predicted_s is not None:
+            left = hold.predicted_s
+        else:
             return
-        left = ends_at - self._clock()
         if left > self._settings.hold_timeout_s:
             self._metrics.hold_finished(requested, HoldOutcome.TOO_LONG, 0.0)
+            doing = "switched" if hold.alias in self._routes.table.held_aliases else "woken"
             raise unavailable(
-                f"'{requested}' is being switched for about {left:.0f} s more, longer than "
+                f"'{requested}' is being {doing} for about {left:.0f} s more, longer than "
                 f"this gateway holds requests ({self._settings.hold_timeout_s:g} s); retry then.",
                 max(1, math.ceil(left)),
             )
+
+    async def _ask_for_wake(self, name: str) -> None:
+        """Ask once per table change while the model is parked: the registry keeps one note
+        per model, and the manager starts one wake for it however many ask."""
+        try:
+            await asyncio.wait_for(self._request_wake(name), _ASK_TIMEOUT_S)
+        except Exception as exc:
+            # The hold goes on; the next table change (or the hold's end) settles it.
+            log.warning("could not ask for %s's wake: %r", name, exc)
+
+    def _wake_ended(self, route: ModelRoute) -> GatewayError:
+        """The manager ended the wake this request waited for without serving the model."""
+        return GatewayError(
+            503,
+            f"The model '{route.name}' is parked and could not be woken: {route.error}",
+            code=route.error_code or "model_unavailable",
+            param="model",
+            retry_after_s=self._settings.retry_after_s,
+        )
 
     def _serving_again(self, route: ModelRoute) -> bool:
         """A DEGRADED model that this gateway sees running a replica again is served.

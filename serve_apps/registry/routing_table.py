@@ -25,6 +25,17 @@ class ModelRoute:
     replicas: int = 1
     replaced_by: str | None = None
     error: str | None = None
+    wake_s: float | None = None
+    """PARKED: how long a wake is predicted to take (its last wake, else its last start);
+    None when the manager cannot tell."""
+    ready_by: float | None = None
+    """WAKING: when the manager expects it to serve (Unix time); None when it cannot tell."""
+    wakes_ended: int = 0
+    """Wakes of it that ended without serving (refused or failed): a gateway holding a
+    request for it refuses the request once this grows past what it saw when it asked."""
+    error_code: str | None = None
+    """The gateway's error code for `error` (`capacity_busy` for a wake that did not fit);
+    None: `model_unavailable`."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +125,7 @@ class RoutingTable:
     def resolve(self, requested: str) -> Resolution:
         """What the gateway should do with a request naming `requested`."""
         if requested in self.held_aliases:
-            return Hold(alias=requested)
+            return Hold(alias=requested, ends_at=self.hold_ends_at)
         name = self.aliases.get(requested, requested)
         route = self.models.get(name)
         if route is None:
@@ -131,13 +142,10 @@ class RoutingTable:
         if route.state is ModelState.READY:
             return Forward(route=route)
         if route.state is ModelState.PARKED:
-            return Refuse(
-                503,
-                "model_unavailable",
-                f"The model '{name}' is parked (its engine is unloaded to free its "
-                "accelerators); it serves again once it is woken.",
-                route=route,
-            )
+            # Held while the manager wakes it; the gateway asks for the wake.
+            return Hold(alias=requested, wake=route, predicted_s=route.wake_s)
+        if route.state is ModelState.WAKING:
+            return Hold(alias=requested, ends_at=route.ready_by)
         if route.state is ModelState.FAILED:
             return Refuse(
                 503, "model_unavailable", f"The model '{name}' failed to start: {route.error}"
@@ -157,7 +165,17 @@ class Forward:
 
 @dataclass(frozen=True)
 class Hold:
+    """Wait for the table to change: a swap is moving `alias`, or its model is parked or
+    waking."""
+
     alias: str
+    """What the request named (a model or an alias)."""
+    ends_at: float | None = None
+    """When the manager expects the hold to end (Unix time); None when it cannot tell."""
+    wake: ModelRoute | None = None
+    """The parked model to ask the manager to wake."""
+    predicted_s: float | None = None
+    """For a wake not started yet: how long it is predicted to take."""
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,8 @@ class MemoryRoutes:
     in_flight_by_model: dict[str, int] = field(default_factory=dict)
     kill: KillSwitch = field(default_factory=KillSwitch)
     table_open: bool = True
+    wakes_wanted: list[str] = field(default_factory=list)
+    """What gateways asked to wake, until the manager takes it."""
 
     def routing_table(self) -> RoutingTable:
         return self.table
@@ -127,6 +129,11 @@ class MemoryRoutes:
         name = parsed.model if parsed is not None else app
         self.kill.check("drain", name)
         return self.in_flight_by_model.get(name, 0)
+
+    def take_wake_requests(self, timeout_s: float) -> list[str]:
+        taken = sorted(set(self.wakes_wanted))
+        self.wakes_wanted.clear()
+        return taken
 
 
 @dataclass

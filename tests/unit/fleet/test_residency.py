@@ -10,10 +10,11 @@ from dataclasses import dataclass
 import pytest
 
 from cluster.fleet.ports import AppStatus
+from cluster.fleet.wake_on_request import WakeOnRequest
 from domain.model_state import ModelState
 from domain.operation import Outcome, SwapPhase
 from domain.operation_request import AddRequest, ParkRequest, RemoveRequest, WakeRequest
-from serve_apps.registry.routing_table import Forward, Refuse
+from serve_apps.registry.routing_table import Forward, Hold, ModelRoute
 from tests.support.fleet_configs import OLD
 from tests.support.memory_cluster import Killed
 from tests.unit.fleet.conftest import NEW, Fleet
@@ -41,9 +42,10 @@ def test_a_parked_model_frees_its_accelerators_and_keeps_its_name_aliases_and_ro
     assert table.models[OLD.name].state is ModelState.PARKED
     assert table.aliases["default"] == OLD.name
     for requested in (OLD.name, "default"):
-        refused = table.resolve(requested)
-        assert isinstance(refused, Refuse) and refused.status == 503
-        assert "parked" in refused.message
+        held = table.resolve(requested)
+        assert isinstance(held, Hold) and held.wake is not None
+        # Its predicted wake is its last start (3 s on the in-memory cluster).
+        assert held.predicted_s == table.models[OLD.name].wake_s == 3.0
     model = parked.engine.fleet().models[OLD.name]
     assert model.parked and model.config == parked.engine.fleet().models[OLD.name].config
     # Its weights stay pinned: the sources a release keeps include the parked model's.
@@ -78,11 +80,16 @@ def test_a_wake_serves_the_model_again_under_its_next_generation(parked: Fleet) 
 
 
 def test_a_wake_that_does_not_fit_is_refused_and_the_model_stays_parked(parked: Fleet) -> None:
-    parked.cluster.nodes.slots = 0
+    parked.cluster.nodes.slots = 1
+    assert parked.engine.run(AddRequest(config=NEW)).outcome is Outcome.DONE
     result = parked.engine.run(WakeRequest(name=OLD.name))
     assert result.outcome is Outcome.REJECTED and "stays parked" in result.message
-    assert parked.cluster.serve.apps == {}
-    assert parked.cluster.routes.table.models[OLD.name].state is ModelState.PARKED
+    assert set(parked.cluster.serve.apps) == {"model-mini-new-g1"}
+    route = parked.cluster.routes.table.models[OLD.name]
+    assert route.state is ModelState.PARKED
+    # Gateways holding requests for it answer them at once, with the reason.
+    assert route.wakes_ended == 1 and route.error_code == "capacity_busy"
+    assert "not admitted" in (route.error or "")
     assert parked.engine.fleet().models[OLD.name].parked
 
 
@@ -92,6 +99,7 @@ def test_a_wake_whose_engine_fails_leaves_the_model_parked_with_the_error(parked
     assert result.outcome is Outcome.FAILED and "stays parked" in result.message
     route = parked.cluster.routes.table.models[OLD.name]
     assert route.state is ModelState.PARKED and "injected" in (route.error or "")
+    assert route.wakes_ended == 1 and route.error_code is None
     assert parked.cluster.serve.apps == {}
     parked.cluster.serve.fail_deploy.clear()
     assert parked.engine.run(WakeRequest(name=OLD.name)).outcome is Outcome.DONE
@@ -196,3 +204,42 @@ def test_a_manager_killed_mid_park_or_wake_converges(fleet: Fleet, case: Restart
         assert apps == {model.app.app: AppStatus.RUNNING}
         assert route.app_name == model.app.app
     assert fleet.cluster.routes.table.aliases["default"] == OLD.name
+
+
+def test_a_wake_publishes_when_it_expects_to_serve(parked: Fleet) -> None:
+    seen: list[ModelRoute] = []
+    put_route = parked.cluster.routes.put_route
+
+    def record(route: ModelRoute) -> None:
+        seen.append(route)
+        put_route(route)
+
+    parked.cluster.routes.put_route = record  # type: ignore[method-assign]
+    parked.engine.run(WakeRequest(name=OLD.name))
+    waking = [r for r in seen if r.state is ModelState.WAKING]
+    assert len(waking) == 1 and waking[0].ready_by is not None
+
+
+def test_requests_wake_a_parked_model_once_however_many_ask(parked: Fleet) -> None:
+    started: list[str] = []
+    wakes = WakeOnRequest(parked.engine, parked.cluster.routes, spawn=lambda work: work())
+    parked.cluster.routes.wakes_wanted.extend([OLD.name, OLD.name, "nobody"])
+    started = wakes.serve_once(0)
+    assert started == [OLD.name]
+    model = parked.engine.fleet().models[OLD.name]
+    assert not model.parked and model.generation == 2
+    wake = [e for e in parked.journal.entries() if e.get("kind") == "wake"]
+    assert len(wake) == 1
+    # A serving model asked for again is left alone.
+    parked.cluster.routes.wakes_wanted.append(OLD.name)
+    assert wakes.serve_once(0) == []
+
+
+def test_a_wake_under_way_is_not_started_twice(parked: Fleet) -> None:
+    queued: list[object] = []
+    wakes = WakeOnRequest(parked.engine, parked.cluster.routes, spawn=queued.append)
+    parked.cluster.routes.wakes_wanted.append(OLD.name)
+    assert wakes.serve_once(0) == [OLD.name]
+    parked.cluster.routes.wakes_wanted.append(OLD.name)
+    assert wakes.serve_once(0) == [], "its first wake has not finished"
+    assert len(queued) == 1

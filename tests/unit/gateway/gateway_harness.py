@@ -32,6 +32,11 @@ class FakeRegistry:
     def __init__(self, table: RoutingTable) -> None:
         self.table = table
         self._changed = asyncio.Event()
+        self.wakes_asked: list[str] = []
+        """Parked models the gateway asked to wake, in order."""
+
+    async def request_wake(self, name: str) -> None:
+        self.wakes_asked.append(name)
 
     def publish(self, table: RoutingTable) -> None:
         self.table = table
@@ -185,6 +190,7 @@ async def serving(
         parse_request,
         metrics=metrics,
         tenants=tenant_sync,
+        request_wake=registry.request_wake,
     )
     gateway.start()
     try:

@@ -66,6 +66,62 @@ async def test_a_table_change_that_keeps_the_hold_keeps_waiting() -> None:
     assert h.backend.calls[0][0].name == "b"
 
 
+# ---------------------------------------------------------------- holds on parked models
+
+
+def _parked(**extra: Any) -> ModelRoute:
+    return route("b", ModelState.PARKED, wake_s=2.0, **extra)
+
+
+async def test_a_request_for_a_parked_model_asks_for_its_wake_and_is_forwarded_once_it_serves() -> (
+    None
+):
+    parked = table_of(route("a"), _parked(), aliases={"small": "b"})
+    async with serving(parked) as h:
+        request = asyncio.create_task(h.chat({**CHAT, "model": "small"}))
+        await wait_until_async(lambda: h.gateway.held == 1)
+        assert h.registry.wakes_asked == ["b"]
+        waking = replace(parked.models["b"], state=ModelState.WAKING, ready_by=time.time() + 2)
+        h.registry.publish(replace(parked.with_model(waking), version=5))
+        await wait_until_async(lambda: h.routes.table.version == 5)
+        assert not request.done(), "held while it wakes"
+        woken = replace(route("b"), app_name="model-b-g2")
+        h.registry.publish(replace(parked.with_model(woken), version=6))
+        response = await request
+    assert response.status_code == 200, response.text
+    assert h.backend.calls[0][0].app_name == "model-b-g2"
+    assert h.registry.wakes_asked == ["b"], "asked again only while it stays parked"
+
+
+async def test_a_wake_predicted_longer_than_the_hold_is_answered_at_once_and_still_asked_for() -> (
+    None
+):
+    parked = table_of(route("a"), route("b", ModelState.PARKED, wake_s=90.0))
+    async with serving(parked, hold_timeout_s=30) as h:
+        response = await h.chat({**CHAT, "model": "b"})
+        assert h.gateway.held == 0
+    assert response.status_code == 503 and response.headers["retry-after"] == "90"
+    assert "woken for about 90 s more" in error_of(response)["message"]
+    assert h.registry.wakes_asked == ["b"]
+
+
+async def test_a_wake_that_ends_without_serving_answers_the_held_requests_with_its_reason() -> None:
+    parked = table_of(route("a"), _parked())
+    async with serving(parked) as h:
+        request = asyncio.create_task(h.chat({**CHAT, "model": "b"}))
+        await wait_until_async(lambda: h.gateway.held == 1)
+        refused = _parked(
+            error="not admitted: no free accelerator",
+            error_code="capacity_busy",
+            wakes_ended=1,
+        )
+        h.registry.publish(replace(parked.with_model(refused), version=7))
+        response = await request
+    error = assert_unavailable(response)
+    assert error["code"] == "capacity_busy"
+    assert "could not be woken: not admitted" in error["message"]
+
+
 async def test_a_held_request_is_refused_when_the_hold_queue_is_full() -> None:
     before, _ = swap_tables()
     async with serving(before, max_held_requests=0) as h:
