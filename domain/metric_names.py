@@ -186,8 +186,7 @@ GATEWAY_HOLD = MetricSpec(
     "switchyard_gateway_hold_seconds",
     Kind.HISTOGRAM,
     ("alias", "outcome"),
-    "How long held requests waited (outcome: released, timeout, queue_full, too_long, "
-    "wake_ended).",
+    "How long held requests waited (outcome: released, timeout, queue_full, too_long, wake_ended).",
     LATENCY_BUCKETS_S,
 )
 
