@@ -33,6 +33,7 @@ from domain.deployment_config import (
     validate_model_name,
 )
 from domain.exit_codes import UserInputError
+from domain.residency import MIN_RESIDENT_S, PARK_AFTER_IDLE_S, ParkMode, Residency
 from domain.tenant_keys import KeyEntry, KeysFile
 from domain.validation_message import validation_line
 
@@ -81,6 +82,48 @@ class FleetModelEntry(_Strict):
         "auto", description="'auto' (admission's recommendation, resolved at deploy) or tp/pp/..."
     )
     engine: EngineConfig = EngineConfig()
+    residency: Residency = Field(
+        Residency.ALWAYS,
+        description="always (resident until an operator changes it) or on_demand (parked "
+        "when idle or to make room, woken by the next request)",
+    )
+    park_after_idle_s: float = Field(
+        PARK_AFTER_IDLE_S,
+        gt=0,
+        le=30 * 86400,
+        description="on_demand: park after this long without a request",
+    )
+    min_resident_s: float = Field(
+        MIN_RESIDENT_S,
+        ge=0,
+        le=30 * 86400,
+        description="on_demand: never parked to make room before it has served this long",
+    )
+    park_mode: ParkMode = Field(
+        ParkMode.UNLOAD,
+        description="unload (the engine is removed; a wake is a cold start); sleep is not "
+        "built yet",
+    )
+
+    @field_validator("park_mode")
+    @classmethod
+    def _park_mode(cls, value: ParkMode) -> ParkMode:
+        if value is ParkMode.SLEEP:
+            raise ValueError(
+                "'sleep' (vLLM's sleep mode) is not built yet; the only park mode is 'unload'"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _on_demand_keys(self) -> FleetModelEntry:
+        if self.residency is Residency.ALWAYS:
+            for key in ("park_after_idle_s", "min_resident_s"):
+                if key in self.model_fields_set:
+                    raise ValueError(
+                        f"{key}: only meaningful with residency: on_demand (this model is "
+                        "always resident)"
+                    )
+        return self
 
     @field_validator("name")
     @classmethod
@@ -142,6 +185,15 @@ class FleetModelEntry(_Strict):
         else:
             form["layout"] = self.layout.model_dump(exclude_defaults=True)
         return form
+
+    def residency_form(self) -> dict[str, Any]:
+        """When the fleet parks and wakes it: changed by a `residency` step, no redeploy."""
+        return {
+            "residency": self.residency.value,
+            "park_after_idle_s": self.park_after_idle_s,
+            "min_resident_s": self.min_resident_s,
+            "park_mode": self.park_mode.value,
+        }
 
     def written(self) -> dict[str, Any]:
         """The entry as a file holds it: only what was set."""

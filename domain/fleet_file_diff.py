@@ -9,7 +9,9 @@ fleet file in, an ordered list of changes out. The order is the one `apply` runs
    or replicas changed (the same name, a new app generation). A swap moves its model's
    aliases itself, so they are not listed again;
 3. adds: the file's other new models;
-4. alias moves: an alias the file points somewhere the steps above do not take it.
+4. alias moves: an alias the file points somewhere the steps above do not take it;
+5. residency changes: a model whose only change is its residency keys (`residency`,
+   `park_after_idle_s`, `min_resident_s`, `park_mode`): recorded, no redeploy.
 
 An alias the file no longer lists is left where it is (`left_aliases`): Switchyard has no
 alias removal yet.
@@ -29,6 +31,7 @@ class ChangeAction(StrEnum):
     SWAP = "swap"
     ADD = "add"
     ALIAS = "alias"
+    RESIDENCY = "residency"
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,8 @@ class FleetChange:
     entry: FleetModelEntry | None = None
     """What an add or a swap deploys, as the file has it."""
     changed: tuple[str, ...] = ()
-    """A same-name swap: which of source, layout, engine, replicas changed."""
+    """A same-name swap: which of source, layout, engine, replicas changed; a residency
+    change: which of its keys."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ def diff_fleet(
     removes: list[FleetChange] = []
     swaps: list[FleetChange] = []
     taken: set[str] = set()
+    residency: list[FleetChange] = []
     for name in sorted(live):
         if name in wanted:
             changed = _changed(live[name], wanted[name])
@@ -71,6 +76,10 @@ def diff_fleet(
                     FleetChange(
                         ChangeAction.SWAP, name, replaces=name, entry=wanted[name], changed=changed
                     )
+                )
+            elif keys := _residency_changed(live[name], wanted[name]):
+                residency.append(
+                    FleetChange(ChangeAction.RESIDENCY, name, entry=wanted[name], changed=keys)
                 )
             continue
         own = [a for a, m in sorted(live_aliases.items()) if m == name]
@@ -89,12 +98,17 @@ def diff_fleet(
         if after.get(alias) != target
     ]
     left = tuple(sorted(a for a in after if a not in targets))
-    return FleetDiff((*removes, *swaps, *adds, *moves), left)
+    return FleetDiff((*removes, *swaps, *adds, *moves, *residency), left)
 
 
 def _changed(live: FleetModelEntry, wanted: FleetModelEntry) -> tuple[str, ...]:
     was, now = live.deployed_form(), wanted.deployed_form()
     return tuple(k for k in ("source", "layout", "engine", "replicas") if was[k] != now[k])
+
+
+def _residency_changed(live: FleetModelEntry, wanted: FleetModelEntry) -> tuple[str, ...]:
+    was, now = live.residency_form(), wanted.residency_form()
+    return tuple(k for k in was if was[k] != now[k])
 
 
 def _aliases_after(

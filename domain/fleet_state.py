@@ -143,6 +143,11 @@ class FleetState(BaseModel):
         models = {**self.models, name: model}
         return self.with_generation(model.app).model_copy(update={"models": models})
 
+    def with_entry(self, name: str, entry: FleetModelEntry) -> FleetState:
+        """`name` as asked for by `entry` now (its residency keys), deployed as it was."""
+        model = self.models[name].model_copy(update={"entry": entry})
+        return self.model_copy(update={"models": {**self.models, name: model}})
+
     def with_alias(self, alias: str, name: str) -> FleetState:
         return self.model_copy(update={"aliases": {**self.aliases, alias: name}})
 

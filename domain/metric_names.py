@@ -180,13 +180,15 @@ GATEWAY_HELD = MetricSpec(
     "switchyard_gateway_held_requests",
     Kind.GAUGE,
     ("alias",),
-    "Requests waiting now for an alias a swap is moving, per gateway replica.",
+    "Requests waiting now for an alias a swap is moving, or for a parked model's wake, per "
+    "gateway replica.",
 )
 GATEWAY_HOLD = MetricSpec(
     "switchyard_gateway_hold_seconds",
     Kind.HISTOGRAM,
-    ("alias", "outcome"),
-    "How long held requests waited (outcome: released, timeout, queue_full, too_long, wake_ended).",
+    ("alias", "outcome", "cause"),
+    "How long held requests waited (outcome: released, timeout, queue_full, too_long, "
+    "wake_ended; cause: swap or wake).",
     LATENCY_BUCKETS_S,
 )
 
@@ -207,7 +209,8 @@ OPERATIONS = MetricSpec(
     "switchyard_manager_operations",
     Kind.COUNTER,
     ("kind", "outcome"),
-    "Fleet operations (add, swap, remove, alias) by outcome (done, rejected, rolled_back, failed).",
+    "Fleet operations (add, swap, remove, alias, park, wake, residency) by outcome (done, "
+    "rejected, rolled_back, failed).",
 )
 OPERATION_SECONDS = MetricSpec(
     "switchyard_manager_operation_seconds",
@@ -231,6 +234,26 @@ STARTUP_STEP_SECONDS = MetricSpec(
     "weight_load, kv_cache, compile, replica_ready, warm_up (a step the reports do not show "
     "is not observed).",
     OPERATION_BUCKETS_S,
+)
+WAKES = MetricSpec(
+    "switchyard_manager_wakes",
+    Kind.COUNTER,
+    ("model", "park_mode", "trigger", "outcome"),
+    "Wakes of parked models (trigger: request or manual; outcome: done, rejected, failed).",
+)
+WAKE_SECONDS = MetricSpec(
+    "switchyard_manager_wake_seconds",
+    Kind.HISTOGRAM,
+    ("model", "park_mode"),
+    "How long a wake that served took, admission to warmed (its start-up steps are in "
+    "switchyard_manager_startup_step_seconds).",
+    OPERATION_BUCKETS_S,
+)
+PARKS = MetricSpec(
+    "switchyard_manager_parks",
+    Kind.COUNTER,
+    ("model", "reason"),
+    "Models parked (reason: idle, evicted to make room for a wake, manual).",
 )
 LAST_SWAP_PHASE_SECONDS = MetricSpec(
     "switchyard_manager_last_swap_phase_seconds",
@@ -327,6 +350,9 @@ MANAGER_METRICS: tuple[MetricSpec, ...] = (
     OPERATION_SECONDS,
     PHASE_SECONDS,
     STARTUP_STEP_SECONDS,
+    WAKES,
+    WAKE_SECONDS,
+    PARKS,
     LAST_SWAP_PHASE_SECONDS,
     LAST_SWAP_ALIAS_UNAVAILABLE_SECONDS,
     SWAP_IN_PROGRESS,

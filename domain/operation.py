@@ -41,6 +41,8 @@ class OperationKind(StrEnum):
     """Drain a model and unload its engine, keeping its name, aliases and routes."""
     WAKE = "wake"
     """Bring a parked model back: admission, then its engine's start."""
+    RESIDENCY = "residency"
+    """Record a model's residency keys (a fleet file's change); nothing is redeployed."""
 
 
 class SwapPhase(StrEnum):
@@ -156,6 +158,10 @@ class OperationDetails(BaseModel):
     admission: AdmissionSummary | None = None
     weights: dict[str, Any] | None = None
     """A dry run's weight sizes and per-node disk verdicts."""
+    park_reason: str | None = None
+    """Why a park parks (domain/residency.py ParkReason: manual, idle, evicted)."""
+    trigger: str | None = None
+    """What asked for a wake (domain/operation_request.py WakeTrigger: manual, request)."""
     predicted_capacity: ModelCapacity | None = None
     """What admission predicted for the deployment it admitted (and that deployment's
     `CapacityKey`): the engine's logged figures join it once it has started."""

@@ -103,8 +103,27 @@ class WakeRequest(_Request):
         return validate_model_name(value)
 
 
+class ResidencyRequest(_Request):
+    """A live model's residency keys changed in a fleet file (its deployment did not)."""
+
+    kind: Literal[OperationKind.RESIDENCY] = OperationKind.RESIDENCY
+    name: str
+    entry: FleetModelEntry
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return validate_model_name(value)
+
+
 OperationRequest = Annotated[
-    AddRequest | SwapRequest | RemoveRequest | AliasRequest | ParkRequest | WakeRequest,
+    AddRequest
+    | SwapRequest
+    | RemoveRequest
+    | AliasRequest
+    | ParkRequest
+    | WakeRequest
+    | ResidencyRequest,
     Field(discriminator="kind"),
 ]
 """Any request; `kind` says which."""

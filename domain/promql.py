@@ -34,6 +34,13 @@ def rate(spec: MetricSpec, by: tuple[str, ...], *, matchers: str = "") -> str:
     return f"sum {_by(by)}(rate({_selector(spec.exported, matchers)}[{RATE_WINDOW}]))"
 
 
+def changed(spec: MetricSpec, by: tuple[str, ...], *, window: str = "1m") -> str:
+    """Whether a counter grew in the last `window`: an annotation's query."""
+    assert spec.kind is Kind.COUNTER, spec.name
+    _check_labels(spec, by)
+    return f"sum {_by(by)}(increase({spec.exported}[{window}])) > 0"
+
+
 def quantile(q: float, spec: MetricSpec, by: tuple[str, ...], *, matchers: str = "") -> str:
     """A histogram's quantile over the rate window, from all replicas' buckets together."""
     assert 0 < q < 1

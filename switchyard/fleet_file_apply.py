@@ -25,6 +25,7 @@ from domain.operation_request import (
     AliasRequest,
     OperationRequest,
     RemoveRequest,
+    ResidencyRequest,
     SwapRequest,
 )
 from domain.tenant_keys import TenantTable, resolve_entries, table_of
@@ -61,6 +62,8 @@ def step_request(change: dict[str, Any], desired: FleetFile) -> OperationRequest
     assert entry is not None, f"{model} is in the plan, so in the file"
     if action == "swap":
         return SwapRequest(old=change["replaces"], config=entry.deployment(), entry=entry)
+    if action == "residency":
+        return ResidencyRequest(name=model, entry=entry)
     return AddRequest(config=entry.deployment(), entry=entry)
 
 

@@ -50,6 +50,11 @@ def _headline(change: dict[str, Any]) -> str:
         return f"swap {change['replaces']} -> {change['model']} by {change['strategy']}"
     if action == "alias":
         return f"alias {change['alias']} -> {change['model']}"
+    if action == "residency":
+        keys = change["residency"]
+        return f"residency {change['model']}: " + ", ".join(
+            f"{k} {keys[k]}" for k in change.get("changed", [])
+        )
     return f"{action} {change['model']}"
 
 

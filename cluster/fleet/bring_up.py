@@ -91,6 +91,7 @@ def finish_bring_up(
         raise
     seconds = deployed.running_at - deployed.started_at + warm_up_s
     ctx.desired.update(ctx.desired.state.with_startup(config, seconds))
+    ctx.resident.mark(config.name, ctx.clock.monotonic())
     report = ctx.ports.serve.start_report(app, deployed, warm_up_s)
     steps = report.steps
     ctx.metrics.startup_steps(steps.seconds)

@@ -4,7 +4,7 @@ the clock, and the desired state, which is saved on every change."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cluster.fleet.fleet_metrics import FleetMetrics
 from cluster.fleet.journal import Journal
@@ -36,6 +36,22 @@ class DesiredFleet:
         self._state = state
 
 
+@dataclass
+class ResidentSince:
+    """When each model's engine last became ready (the clock's monotonic seconds). In memory
+    only: after a manager restart every model counts from the restart, which can only delay
+    a park, never hasten one."""
+
+    started_at: float
+    since: dict[str, float] = field(default_factory=dict)
+
+    def mark(self, name: str, at: float) -> None:
+        self.since[name] = at
+
+    def seconds(self, name: str, now: float) -> float:
+        return now - self.since.get(name, self.started_at)
+
+
 @dataclass(frozen=True)
 class FleetContext:
     settings: ManagerSettings
@@ -44,6 +60,7 @@ class FleetContext:
     metrics: FleetMetrics
     clock: Clock
     desired: DesiredFleet
+    resident: ResidentSince
 
     def publish_ready(self, app: AppName, config: ModelDeploymentConfig) -> None:
         """`config` serves as `app`: its route READY and its aliases pointing at it."""

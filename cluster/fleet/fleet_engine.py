@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cluster.fleet.bring_up import bring_up
-from cluster.fleet.fleet_context import DesiredFleet, FleetContext
+from cluster.fleet.fleet_context import DesiredFleet, FleetContext, ResidentSince
 from cluster.fleet.fleet_metrics import DiscardFleetMetrics, FleetMetrics
 from cluster.fleet.fleet_plan import FleetPlan, LiveModel, PlanSources, plan_fleet
 from cluster.fleet.journal import Journal
@@ -27,7 +27,7 @@ from cluster.fleet.operation_recorder import OperationRecorder
 from cluster.fleet.ports import Clock, ClusterPorts, DeployFailed, SystemClock
 from cluster.fleet.preflight import preflight
 from cluster.fleet.reconcile import reconcile, republish
-from cluster.fleet.residency import park, wake
+from cluster.fleet.residency import park, resident_models, wake
 from cluster.fleet.swap_flow import swap
 from cluster.inventory.policy_inventory import policy_inventory
 from domain.deployment_config import ModelDeploymentConfig
@@ -52,9 +52,11 @@ from domain.operation_request import (
     OperationRequest,
     ParkRequest,
     RemoveRequest,
+    ResidencyRequest,
     SwapRequest,
     WakeRequest,
 )
+from domain.residency import ParkReason, idle_to_park
 from domain.validation_message import dotted, validation_line
 
 log = logging.getLogger(__name__)
@@ -77,13 +79,15 @@ class FleetEngine:
         metrics: FleetMetrics | None = None,
         clock: Clock | None = None,
     ) -> None:
+        clock = clock or SystemClock()
         self._ctx = FleetContext(
             settings=settings,
             ports=ports,
             journal=journal,
             metrics=metrics or DiscardFleetMetrics(),
-            clock=clock or SystemClock(),
+            clock=clock,
             desired=DesiredFleet(journal),
+            resident=ResidentSince(started_at=clock.monotonic()),
         )
         self._lock = threading.Lock()
         self._current: OperationRecorder | None = None
@@ -222,7 +226,9 @@ class FleetEngine:
             case ParkRequest():
                 return park(self._ctx, self._begin, request.name)
             case WakeRequest():
-                return wake(self._ctx, self._begin, request.name)
+                return wake(self._ctx, self._begin, request.name, request.trigger)
+            case ResidencyRequest():
+                return self._set_residency(request.name, request.entry)
 
     def _with_cluster_defaults(self, config: ModelDeploymentConfig) -> ModelDeploymentConfig:
         """What a request leaves to the cluster: its accelerator kind, and eager mode on
@@ -318,6 +324,22 @@ class FleetEngine:
         ctx.desired.update(ctx.desired.state.with_alias(alias, name))
         return op.end(Outcome.DONE, f"alias {alias} -> {name}")
 
+    def _set_residency(self, name: str, entry: FleetModelEntry) -> OperationResult:
+        ctx = self._ctx
+        op = self._begin(OperationKind.RESIDENCY, OperationDetails(name=name, new_entry=entry))
+        model = ctx.desired.model(name)
+        if model is None:
+            return op.end(Outcome.REJECTED, f"no model named '{name}'")
+        if model.requested.deployed_form() != entry.deployed_form():
+            return op.end(
+                Outcome.REJECTED,
+                f"{name}'s deployment differs from the entry's: that is a swap, not a "
+                "residency change",
+            )
+        ctx.desired.update(ctx.desired.state.with_entry(name, entry))
+        keys = ", ".join(f"{k} {v}" for k, v in entry.residency_form().items())
+        return op.end(Outcome.DONE, f"{name}: {keys}")
+
     # ------------------------------------------------------------------ health
     def check_health(self) -> list[HealthChange]:
         """One pass of the health watch: a served model with no running replica (engine or
@@ -347,6 +369,19 @@ class FleetEngine:
                 log.warning("%s is %s: %s", change.name, change.state.value, change.reason)
             return changes
         finally:
+            self._lock.release()
+
+    def park_idle(self) -> list[OperationResult]:
+        """One pass of idle parking: every on-demand model with no request for its
+        `park_after_idle_s` is parked (its next request wakes it). Skipped while an
+        operation runs, like the health watch."""
+        if not self._ready.is_set() or not self._lock.acquire(blocking=False):
+            return []
+        try:
+            idle = idle_to_park(resident_models(self._ctx))
+            return [park(self._ctx, self._begin, name, ParkReason.IDLE) for name in idle]
+        finally:
+            self._current = None
             self._lock.release()
 
     # ------------------------------------------------------------------ restart

@@ -63,6 +63,12 @@ class FleetMetrics(Protocol):
 
     def nodes(self, usage: Sequence[NodeUsage]) -> None: ...
 
+    def parked(self, model: str, reason: str) -> None: ...
+
+    def woken(
+        self, model: str, park_mode: str, trigger: str, outcome: str, seconds: float | None
+    ) -> None: ...
+
 
 @dataclass
 class RecordingFleetMetrics:
@@ -76,6 +82,16 @@ class RecordingFleetMetrics:
     unavailable: list[tuple[SwapSubject, dict[str, float]]] = field(default_factory=list)
     startups: list[dict[str, float | None]] = field(default_factory=list)
     node_stagings: list[tuple[str, str, int]] = field(default_factory=list)
+    parks: list[tuple[str, str]] = field(default_factory=list)
+    wakes: list[tuple[str, str, str, str, float | None]] = field(default_factory=list)
+
+    def parked(self, model: str, reason: str) -> None:
+        self.parks.append((model, reason))
+
+    def woken(
+        self, model: str, park_mode: str, trigger: str, outcome: str, seconds: float | None
+    ) -> None:
+        self.wakes.append((model, park_mode, trigger, outcome, seconds))
 
     def startup_steps(self, seconds: Mapping[str, float | None]) -> None:
         self.startups.append(dict(seconds))
@@ -110,6 +126,14 @@ class RecordingFleetMetrics:
 
 
 class DiscardFleetMetrics:
+    def parked(self, model: str, reason: str) -> None:
+        return None
+
+    def woken(
+        self, model: str, park_mode: str, trigger: str, outcome: str, seconds: float | None
+    ) -> None:
+        return None
+
     def phase_started(self, kind: str, phase: str, swap: SwapSubject | None) -> None:
         return None
 

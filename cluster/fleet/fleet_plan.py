@@ -102,6 +102,10 @@ class PlannedStep:
                 out["changed"] = list(c.changed)
         if c.action is ChangeAction.ALIAS:
             out["alias"] = c.alias
+        if c.action is ChangeAction.RESIDENCY:
+            assert c.entry is not None
+            out["changed"] = list(c.changed)
+            out["residency"] = c.entry.residency_form()
         out["admitted"] = self.admitted
         out["reasons"] = self.reasons
         if c.action in (ChangeAction.ADD, ChangeAction.SWAP):
@@ -155,6 +159,8 @@ def plan_fleet(
         elif change.action is ChangeAction.ALIAS:
             assert change.alias is not None
             step.aliases = {change.alias: f"moves to {change.model} at once"}
+        elif change.action is ChangeAction.RESIDENCY:
+            pass  # recorded only: nothing is deployed, nothing to admit
         else:
             assert change.entry is not None
             old = live.get(change.replaces or "")

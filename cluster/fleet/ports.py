@@ -109,6 +109,9 @@ class RoutePort(Protocol):
         """Parked models the gateways asked to wake (they hold requests for them) since the
         last call; waits up to `timeout_s` for one."""
 
+    def idle_seconds(self) -> dict[str, float]:
+        """Per model: seconds since a gateway last forwarded a request for it."""
+
 
 class ServePort(Protocol):
     def placement_problem(self, config: ModelDeploymentConfig) -> str | None:

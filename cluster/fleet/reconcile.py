@@ -58,6 +58,8 @@ def reconcile(ctx: FleetContext) -> str:
             outcome, message = finish_park(ctx, details, phase)
         elif kind is OperationKind.WAKE:
             outcome, message = finish_wake(ctx, details, phase)
+        elif kind is OperationKind.RESIDENCY:
+            outcome, message = finish_residency(ctx, details)
         else:
             outcome, message = finish_alias(ctx, details)
         ctx.journal.append(
@@ -210,6 +212,15 @@ def finish_alias(ctx: FleetContext, details: OperationDetails) -> tuple[Outcome,
     ctx.point_aliases((alias,), name)
     ctx.desired.update(ctx.desired.state.with_alias(alias, name))
     return Outcome.DONE, f"alias {alias} -> {name} was interrupted; it was completed"
+
+
+def finish_residency(ctx: FleetContext, details: OperationDetails) -> tuple[Outcome, str]:
+    """Recording the keys is one snapshot write: done again, it is done."""
+    name, entry = details.name or "", details.new_entry
+    if entry is None or name not in ctx.desired.state.models:
+        return Outcome.FAILED, f"residency change of {name} was interrupted and no longer applies"
+    ctx.desired.update(ctx.desired.state.with_entry(name, entry))
+    return Outcome.DONE, f"residency change of {name} was interrupted; it was completed"
 
 
 def _remove_route_of(ctx: FleetContext, app: AppName) -> None:

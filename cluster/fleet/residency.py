@@ -26,7 +26,7 @@ from cluster.fleet.bring_up import bring_up
 from cluster.fleet.fleet_context import FleetContext, model_route
 from cluster.fleet.operation_recorder import OperationRecorder
 from cluster.fleet.ports import AppStatus, DeployFailed
-from cluster.fleet.preflight import preflight
+from cluster.fleet.preflight import PreflightResult, preflight
 from cluster.fleet.swap_flow import drain
 from domain.app_name import AppName
 from domain.fleet_state import FleetModel
@@ -39,6 +39,8 @@ from domain.operation import (
     SwapPhase,
     now,
 )
+from domain.operation_request import WakeTrigger
+from domain.residency import ParkReason, ResidentModel, eviction_order
 
 Begin = Callable[[OperationKind, OperationDetails], OperationRecorder]
 
@@ -47,22 +49,43 @@ CAPACITY_BUSY = "capacity_busy"
 it needs are taken."""
 
 
-def park(ctx: FleetContext, begin: Begin, name: str) -> OperationResult:
-    """Drain `name` and unload its engine; its routes and aliases stay (see the module)."""
+def park(
+    ctx: FleetContext, begin: Begin, name: str, reason: ParkReason = ParkReason.MANUAL
+) -> OperationResult:
+    """Drain `name` and unload its engine; its routes and aliases stay (see the module).
+    Parked by hand, new requests get 503 while it drains; parked when idle, they are held
+    and wake it again."""
     model = ctx.desired.model(name)
-    details = OperationDetails(name=name, generation=None if model is None else model.generation)
+    details = OperationDetails(
+        name=name,
+        generation=None if model is None else model.generation,
+        park_reason=reason,
+    )
     op = begin(OperationKind.PARK, details)
     if model is None:
         return op.end(Outcome.REJECTED, f"no model named '{name}'")
     if model.parked:
         return op.end(Outcome.DONE, f"{name} is already parked; nothing changed")
+    unload(ctx, op, model, hold_requests=reason is not ParkReason.MANUAL)
+    ctx.metrics.parked(name, reason.value)
+    return op.end(Outcome.DONE, f"{name} is parked ({reason.value}): its accelerators are free")
+
+
+def unload(
+    ctx: FleetContext, op: OperationRecorder, model: FleetModel, *, hold_requests: bool
+) -> None:
+    """Drain `model` (its new requests refused with 503, or held to wake it again when
+    `hold_requests`), then park it."""
+    name = model.config.name
     op.phase(SwapPhase.DRAINING, f"draining {model.app}: its requests in flight finish on it")
-    ctx.ports.routes.set_route_state(name, ModelState.DRAINING)
+    if hold_requests:
+        publish_parked(ctx, model)
+    else:
+        ctx.ports.routes.set_route_state(name, ModelState.DRAINING)
     left = drain(ctx, model.app.app)
     op.note(f"{name} drained ({left} requests still in flight at the deadline)")
     op.phase(SwapPhase.REMOVING_OLD, f"unloading {model.app}")
     complete_park(ctx, name)
-    return op.end(Outcome.DONE, f"{name} is parked: its accelerators are free")
 
 
 def complete_park(ctx: FleetContext, name: str) -> None:
@@ -104,32 +127,59 @@ def publish_parked(
     ctx.ports.routes.put_route(route)
 
 
-def wake(ctx: FleetContext, begin: Begin, name: str) -> OperationResult:
+def wake(
+    ctx: FleetContext, begin: Begin, name: str, trigger: WakeTrigger = WakeTrigger.MANUAL
+) -> OperationResult:
     """Bring parked `name` back under its next app generation (see the module)."""
     state = ctx.desired.state
     model = state.models.get(name)
     app = state.next_app(name)
-    op = begin(OperationKind.WAKE, OperationDetails(name=name, generation=app.generation))
+    op = begin(
+        OperationKind.WAKE,
+        OperationDetails(name=name, generation=app.generation, trigger=trigger),
+    )
     if model is None:
         return op.end(Outcome.REJECTED, f"no model named '{name}'")
     if not model.parked:
         return op.end(Outcome.DONE, f"{name} is not parked; nothing changed")
     started = ctx.clock.monotonic()
+
+    def ended(outcome: Outcome, message: str, seconds: float | None = None) -> OperationResult:
+        mode = model.requested.park_mode.value
+        ctx.metrics.woken(name, mode, trigger.value, outcome.value, seconds)
+        return op.end(outcome, message)
+
     op.phase(SwapPhase.PREFLIGHT, f"admission for {name} on the accelerators free now")
     checked = preflight(ctx, op, model.config, freed=None, dry_run=False, replacing=name)
+    evicted: list[FleetModel] = []
+    if not checked.admitted and op.details.admission is not None:
+        # Admission judged the accelerators free now: the others hold them. Park on-demand
+        # models, least recently used first, if that makes room.
+        evicted, roomy = _room_for(ctx, op, model)
+        checked = roomy or checked
     if not checked.admitted:
         why = "not admitted: " + "; ".join(checked.reasons)
-        # Admission judged the accelerators free now: the others hold them.
         judged = op.details.admission is not None
         publish_parked(
             ctx,
             model,
-            error=why,
+            error=why + (" (no on-demand model can be parked to make room)" if judged else ""),
             error_code=CAPACITY_BUSY if judged else None,
             wake_ended=True,
         )
-        return op.end(Outcome.REJECTED, f"{name} stays parked: {why}")
+        return ended(Outcome.REJECTED, f"{name} stays parked: {why}")
     assert checked.model_dir is not None
+    if evicted:
+        freed: dict[str, int] = {}
+        resource = ctx.settings.accelerator_resource
+        for victim in evicted:
+            for node, count in ctx.ports.serve.claimed_by(victim.app.app, resource).items():
+                freed[node] = freed.get(node, 0) + count
+            op.note(f"parking {victim.config.name} to make room (least recently used)")
+            unload(ctx, op, victim, hold_requests=True)
+            ctx.metrics.parked(victim.config.name, ParkReason.EVICTED.value)
+        if not ctx.ports.serve.wait_freed(freed, resource, ctx.settings.free_timeout_s):
+            op.note("the accelerators were not all seen free in time; starting anyway")
     # Before the start: a load from memory makes the cold start shorter.
     op.note(ctx.ports.nodes.prefetch(checked.model_dir).describe())
     op.phase(SwapPhase.DEPLOYING_NEW, f"starting {name} as {app}")
@@ -148,10 +198,51 @@ def wake(ctx: FleetContext, begin: Begin, name: str) -> OperationResult:
         bring_up(ctx, app, model.config, checked.model_dir, op, routed=False)
     except DeployFailed as exc:
         publish_parked(ctx, model, error=f"its engine failed to start: {exc}", wake_ended=True)
-        return op.end(Outcome.FAILED, f"{name} failed to wake and stays parked: {exc}")
+        return ended(Outcome.FAILED, f"{name} failed to wake and stays parked: {exc}")
     seconds = ctx.clock.monotonic() - started
     complete_wake(ctx, name, app, seconds)
-    return op.end(Outcome.DONE, f"{name} is serving again ({seconds:.1f} s)")
+    return ended(Outcome.DONE, f"{name} is serving again ({seconds:.1f} s)", seconds)
+
+
+def _room_for(
+    ctx: FleetContext, op: OperationRecorder, model: FleetModel
+) -> tuple[list[FleetModel], PreflightResult | None]:
+    """The fewest on-demand models, least recently used first, whose accelerators would let
+    admission place `model`, and that admission; ([], None) when no set of them does."""
+    state = ctx.desired.state
+    order = eviction_order(resident_models(ctx), waking=model.config.name)
+    resource = ctx.settings.accelerator_resource
+    freed: dict[str, int] = {}
+    chosen: list[FleetModel] = []
+    for name in order:
+        victim = state.models[name]
+        for node, count in ctx.ports.serve.claimed_by(victim.app.app, resource).items():
+            freed[node] = freed.get(node, 0) + count
+        chosen.append(victim)
+        checked = preflight(
+            ctx, op, model.config, freed=freed, dry_run=False, replacing=model.config.name
+        )
+        if checked.admitted:
+            return chosen, checked
+    return [], None
+
+
+def resident_models(ctx: FleetContext) -> list[ResidentModel]:
+    """The fleet as its residency rules see it now."""
+    idle = ctx.ports.routes.idle_seconds()
+    now_s = ctx.clock.monotonic()
+    return [
+        ResidentModel(
+            name=name,
+            residency=model.requested.residency,
+            parked=model.parked,
+            park_after_idle_s=model.requested.park_after_idle_s,
+            min_resident_s=model.requested.min_resident_s,
+            idle_s=idle.get(name, 0.0),
+            resident_s=ctx.resident.seconds(name, now_s),
+        )
+        for name, model in ctx.desired.state.models.items()
+    ]
 
 
 def complete_wake(ctx: FleetContext, name: str, app: AppName, seconds: float | None) -> None:
@@ -186,7 +277,12 @@ def finish_park(
 def finish_wake(
     ctx: FleetContext, details: OperationDetails, phase: str | None
 ) -> tuple[Outcome, str]:
-    """A wake interrupted by a restart: completed if its app runs, else undone."""
+    """A wake interrupted by a restart: completed if its app runs, else undone. A model it
+    was parking to make room (its route already parked) is parked."""
+    for other, resident in ctx.desired.state.models.items():
+        published = ctx.ports.routes.routing_table().models.get(other)
+        if not resident.parked and published is not None and (published.state is ModelState.PARKED):
+            complete_park(ctx, other)
     name = details.name or ""
     model = ctx.desired.model(name)
     if model is None or details.generation is None:

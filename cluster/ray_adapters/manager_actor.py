@@ -81,12 +81,14 @@ class ManagerService:
         threading.Thread(target=self._wake_on_request, daemon=True).start()
 
     def _watch_health(self) -> None:
-        """Mark models DEGRADED / READY from their running replicas, for the actor's life."""
+        """Mark models DEGRADED / READY from their running replicas, and park idle on-demand
+        models, for the actor's life."""
         period = self._settings.health_period_s
         while True:
             if self._engine.wait_ready(period):
                 try:
                     self._engine.check_health()
+                    self._engine.park_idle()
                 except Exception:
                     log.exception("health check failed; retrying in %.0f s", period)
             time.sleep(period)

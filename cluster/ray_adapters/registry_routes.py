@@ -51,6 +51,10 @@ class RegistryRoutes:
         count: int | None = self._call("in_flight", app, min_version)
         return count
 
+    def idle_seconds(self) -> dict[str, float]:
+        idle: dict[str, float] = self._call("idle_seconds")
+        return idle
+
     def take_wake_requests(self, timeout_s: float) -> list[str]:
         names: list[str] = self._call("take_wake_requests", timeout_s)
         return names

@@ -24,10 +24,13 @@ from domain.metric_names import (
     NODE_STAGINGS,
     OPERATION_SECONDS,
     OPERATIONS,
+    PARKS,
     PHASE_SECONDS,
     STAGED_BYTES,
     STARTUP_STEP_SECONDS,
     SWAP_IN_PROGRESS,
+    WAKE_SECONDS,
+    WAKES,
     MetricSpec,
 )
 from domain.model_state import ModelState
@@ -68,6 +71,9 @@ class RayFleetMetrics:
         self._operation_seconds = instrument(OPERATION_SECONDS)
         self._phase_seconds = instrument(PHASE_SECONDS)
         self._startup_steps = instrument(STARTUP_STEP_SECONDS)
+        self._wakes = instrument(WAKES)
+        self._wake_seconds = instrument(WAKE_SECONDS)
+        self._parks = instrument(PARKS)
         self._admissions = instrument(ADMISSION_DECISIONS)
         self._node_stagings = instrument(NODE_STAGINGS)
         self._node_download_bytes = _Gauges(NODE_STAGED_DOWNLOAD_BYTES, instrument)
@@ -123,6 +129,17 @@ class RayFleetMetrics:
             # Read 0 at once, then stop re-sending: Ray lets the finished swap's series go.
             self._in_progress.replace({key: 0.0 for key in self._in_progress.values})
             self._in_progress.values = {}
+
+    def parked(self, model: str, reason: str) -> None:
+        self._parks.inc(1, {"model": model, "reason": reason})
+
+    def woken(
+        self, model: str, park_mode: str, trigger: str, outcome: str, seconds: float | None
+    ) -> None:
+        tags = {"model": model, "park_mode": park_mode}
+        self._wakes.inc(1, {**tags, "trigger": trigger, "outcome": outcome})
+        if seconds is not None:
+            self._wake_seconds.observe(seconds, tags)
 
     def startup_steps(self, seconds: Mapping[str, float | None]) -> None:
         for step, value in seconds.items():

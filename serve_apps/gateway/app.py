@@ -101,6 +101,7 @@ class Gateway:
             routes,
             self._metrics,
             report_in_flight,
+            self._forwarder.started,
         )
         # The relay writes body chunks with the server's own send (relay/client_response.py); the
         # guard checks every request, the model endpoints skip FastAPI's layers.

@@ -47,6 +47,15 @@ class RequestOutcome(StrEnum):
     """The client went away before the answer was complete."""
 
 
+class HoldCause(StrEnum):
+    """Why a request was held (the hold metric's `cause` label)."""
+
+    SWAP = "swap"
+    """A swap is moving its alias."""
+    WAKE = "wake"
+    """Its model is parked or waking."""
+
+
 class HoldOutcome(StrEnum):
     RELEASED = "released"
     """The swap ended; the request went on to NEW (or back to OLD)."""
@@ -95,7 +104,9 @@ class GatewayMetrics(Protocol):
     def held(self, counts: Mapping[str, int]) -> None:
         """Requests held now per alias (aliases missing from `counts` have none)."""
 
-    def hold_finished(self, alias: str, outcome: HoldOutcome, seconds: float) -> None: ...
+    def hold_finished(
+        self, alias: str, outcome: HoldOutcome, seconds: float, cause: HoldCause = HoldCause.SWAP
+    ) -> None: ...
 
 
 @dataclass
@@ -105,7 +116,7 @@ class RecordingGatewayMetrics:
     requests: list[RequestRecord] = field(default_factory=list)
     in_flight_now: dict[str, int] = field(default_factory=dict)
     held_now: dict[str, int] = field(default_factory=dict)
-    holds: list[tuple[str, HoldOutcome, float]] = field(default_factory=list)
+    holds: list[tuple[str, HoldOutcome, float, HoldCause]] = field(default_factory=list)
     rejections: list[tuple[str, str]] = field(default_factory=list)
 
     def request_finished(self, record: RequestRecord) -> None:
@@ -120,8 +131,10 @@ class RecordingGatewayMetrics:
     def held(self, counts: Mapping[str, int]) -> None:
         self.held_now = dict(counts)
 
-    def hold_finished(self, alias: str, outcome: HoldOutcome, seconds: float) -> None:
-        self.holds.append((alias, outcome, seconds))
+    def hold_finished(
+        self, alias: str, outcome: HoldOutcome, seconds: float, cause: HoldCause = HoldCause.SWAP
+    ) -> None:
+        self.holds.append((alias, outcome, seconds, cause))
 
 
 def ray_metric(spec: MetricSpec) -> Any:
@@ -220,8 +233,11 @@ class RayGatewayMetrics:
         for alias in self._seen_aliases:
             self._held.set(counts.get(alias, 0), {"alias": alias})
 
-    def hold_finished(self, alias: str, outcome: HoldOutcome, seconds: float) -> None:
-        self._hold.observe(seconds, {"alias": alias, "outcome": outcome.value})
+    def hold_finished(
+        self, alias: str, outcome: HoldOutcome, seconds: float, cause: HoldCause = HoldCause.SWAP
+    ) -> None:
+        tags = {"alias": alias, "outcome": outcome.value, "cause": cause.value}
+        self._hold.observe(seconds, tags)
 
 
 class DiscardGatewayMetrics:
@@ -239,7 +255,9 @@ class DiscardGatewayMetrics:
     def held(self, counts: Mapping[str, int]) -> None:
         return None
 
-    def hold_finished(self, alias: str, outcome: HoldOutcome, seconds: float) -> None:
+    def hold_finished(
+        self, alias: str, outcome: HoldOutcome, seconds: float, cause: HoldCause = HoldCause.SWAP
+    ) -> None:
         return None
 
 
@@ -272,5 +290,7 @@ class TenantAccounting:
     def held(self, counts: Mapping[str, int]) -> None:
         self._inner.held(counts)
 
-    def hold_finished(self, alias: str, outcome: HoldOutcome, seconds: float) -> None:
-        self._inner.hold_finished(alias, outcome, seconds)
+    def hold_finished(
+        self, alias: str, outcome: HoldOutcome, seconds: float, cause: HoldCause = HoldCause.SWAP
+    ) -> None:
+        self._inner.hold_finished(alias, outcome, seconds, cause)

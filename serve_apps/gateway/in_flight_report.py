@@ -18,9 +18,10 @@ from serve_apps.registry.route_view import RouteView
 
 log = logging.getLogger(__name__)
 
-ReportInFlight = Callable[[str, int, dict[str, int]], Awaitable[None]]
-"""(replica id, routing table version seen, in-flight requests per Serve app): lets the
-manager know when a draining deployment has finished its last request."""
+ReportInFlight = Callable[[str, int, dict[str, int], dict[str, int]], Awaitable[None]]
+"""(replica id, routing table version seen, in-flight requests per Serve app, requests
+forwarded per model since the replica started): lets the manager know when a draining
+deployment has finished its last request, and when each model was last asked for."""
 
 _REPORT_PERIOD_S = 0.2
 _HEARTBEAT_S = 1.0
@@ -42,9 +43,11 @@ class InFlightReporter:
         routes: RouteView,
         metrics: GatewayMetrics,
         report: ReportInFlight | None,
+        started: Mapping[str, int] | None = None,
     ) -> None:
         self._in_flight = in_flight
         self._in_flight_by_app = in_flight_by_app
+        self._started = started if started is not None else {}
         self._held = held
         self._routes = routes
         self._metrics = metrics
@@ -67,12 +70,14 @@ class InFlightReporter:
                 in_flight = {name: n for name, n in self._in_flight.items() if n}
                 held = {a: n for a, n in self._held.items() if n}
                 by_app = {app: n for app, n in self._in_flight_by_app.items() if n}
-                now = (in_flight, held, by_app, self._routes.table.version)
+                started = dict(self._started)
+                now = (in_flight, held, by_app, started, self._routes.table.version)
                 if now != last or loop.time() - sent_at >= _HEARTBEAT_S:
                     self._metrics.in_flight(in_flight)
                     self._metrics.held(held)
                     if self._report is not None:
-                        await self._report(self._replica_id, self._routes.table.version, by_app)
+                        version = self._routes.table.version
+                        await self._report(self._replica_id, version, by_app, started)
                     last, sent_at = now, loop.time()
             except asyncio.CancelledError:
                 raise

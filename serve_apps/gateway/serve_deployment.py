@@ -104,8 +104,10 @@ class RegistryClient:
         )
         return table
 
-    async def report(self, replica: str, version: int, counts: dict[str, int]) -> None:
-        await self._registry().report_in_flight.remote(replica, version, counts)
+    async def report(
+        self, replica: str, version: int, counts: dict[str, int], started: dict[str, int]
+    ) -> None:
+        await self._registry().report_in_flight.remote(replica, version, counts, started)
 
     async def fetch_tenants(self, known_version: int) -> TenantTable | None:
         table: TenantTable | None = await self._registry().tenants.remote(known_version)

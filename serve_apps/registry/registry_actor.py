@@ -72,6 +72,10 @@ class FleetRegistry:
         # gateway still holding a request asks again on the next table change.
         self._wakes_wanted: set[str] = set()
         self._wake_asked: asyncio.Event | None = None
+        # When each model was last asked for, by any gateway replica (monotonic; not saved:
+        # after a restart the fleet counts from the restart).
+        self._last_request: dict[str, float] = {}
+        self._started_by_replica: dict[str, dict[str, int]] = {}
         saved = store.get(SNAPSHOT_KEY) if store is not None else None
         snapshot = RegistrySnapshot.decode(saved) if saved is not None else None
         self.restored = snapshot is not None
@@ -219,14 +223,32 @@ class FleetRegistry:
     async def set_held(self, aliases: frozenset[str], ends_at: float | None = None) -> RoutingTable:
         return await self._publish(lambda t: t.with_held(aliases, ends_at))
 
-    async def report_in_flight(self, replica: str, version: int, counts: dict[str, int]) -> None:
+    async def report_in_flight(
+        self,
+        replica: str,
+        version: int,
+        counts: dict[str, int],
+        started: dict[str, int] | None = None,
+    ) -> None:
         """Each gateway replica (of every ingress node's gateway app) reports its in-flight
-        requests per model app at least once a second; ids are random per replica."""
+        requests per model app at least once a second, and the requests it has forwarded
+        per model since it started; ids are random per replica."""
         now = time.monotonic()
         self._reports[replica] = (now, version, counts)
+        seen = self._started_by_replica.get(replica, {})
+        for name, total in (started or {}).items():
+            if total > seen.get(name, 0):
+                self._last_request[name] = now
+        for app in counts:
+            route = next((r for r in self._table.models.values() if r.app_name == app), None)
+            if route is not None:
+                self._last_request[route.name] = now
+        if started is not None:
+            self._started_by_replica[replica] = dict(started)
         gone = [r for r, (at, _, _) in self._reports.items() if now - at > _FORGET_REPORT_S]
         for stale in gone:
             del self._reports[stale]
+            self._started_by_replica.pop(stale, None)
 
     async def in_flight(self, app: str, min_version: int, fresh_s: float = 5.0) -> int | None:
         """Requests in flight for the Serve app `app` across live gateway replicas; None
@@ -281,6 +303,14 @@ class FleetRegistry:
             return
         self._wakes_wanted.add(name)
         self._wake_event().set()
+
+    async def idle_seconds(self) -> dict[str, float]:
+        """Per model: seconds since a gateway last forwarded a request for it (or had one
+        in flight); models not asked for since this registry started count from its start."""
+        now = time.monotonic()
+        return {
+            name: now - self._last_request.get(name, self._started) for name in self._table.models
+        }
 
     async def take_wake_requests(self, timeout_s: float) -> list[str]:
         """The models gateways asked to wake since the last call, as soon as there is one,

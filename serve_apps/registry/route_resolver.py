@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 
 from domain.model_state import ModelState
-from serve_apps.gateway.gateway_metrics import GatewayMetrics, HoldOutcome
+from serve_apps.gateway.gateway_metrics import GatewayMetrics, HoldCause, HoldOutcome
 from serve_apps.gateway.gateway_settings import GatewaySettings
 from serve_apps.gateway.http_errors import unavailable
 from serve_apps.gateway.openai_errors import GatewayError
@@ -74,6 +74,7 @@ class RouteResolver:
         hold_outcome = HoldOutcome.RELEASED
         held_since = loop.time()
         wakes_ended_seen: int | None = None
+        cause = HoldCause.SWAP
         try:
             while True:
                 resolution = self._routes.table.resolve(requested)
@@ -100,6 +101,8 @@ class RouteResolver:
                         retry_after_s=retry,
                     )
                 assert isinstance(resolution, Hold)
+                if resolution.for_wake:
+                    cause = HoldCause.WAKE
                 parked = resolution.wake
                 if parked is not None:
                     if wakes_ended_seen is None:
@@ -111,7 +114,7 @@ class RouteResolver:
                 if not held:
                     self._refuse_a_hold_longer_than_the_bound(requested, resolution)
                     if self._held >= self._settings.max_held_requests:
-                        self._metrics.hold_finished(requested, HoldOutcome.QUEUE_FULL, 0.0)
+                        self._metrics.hold_finished(requested, HoldOutcome.QUEUE_FULL, 0.0, cause)
                         raise self._unavailable(
                             f"'{requested}' is being switched and the hold queue is full."
                         )
@@ -130,7 +133,8 @@ class RouteResolver:
             if held:
                 self._held -= 1
                 self._held_by_alias[requested] -= 1
-                self._metrics.hold_finished(requested, hold_outcome, loop.time() - held_since)
+                waited = loop.time() - held_since
+                self._metrics.hold_finished(requested, hold_outcome, waited, cause)
 
     def _refuse_a_hold_longer_than_the_bound(self, requested: str, hold: Hold) -> None:
         """503 at once, with the predicted remaining time as Retry-After, when the manager
@@ -143,7 +147,8 @@ class RouteResolver:
         else:
             return
         if left > self._settings.hold_timeout_s:
-            self._metrics.hold_finished(requested, HoldOutcome.TOO_LONG, 0.0)
+            cause = HoldCause.WAKE if hold.for_wake else HoldCause.SWAP
+            self._metrics.hold_finished(requested, HoldOutcome.TOO_LONG, 0.0, cause)
             doing = "switched" if hold.alias in self._routes.table.held_aliases else "woken"
             raise unavailable(
                 f"'{requested}' is being {doing} for about {left:.0f} s more, longer than "

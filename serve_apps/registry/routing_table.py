@@ -143,9 +143,9 @@ class RoutingTable:
             return Forward(route=route)
         if route.state is ModelState.PARKED:
             # Held while the manager wakes it; the gateway asks for the wake.
-            return Hold(alias=requested, wake=route, predicted_s=route.wake_s)
+            return Hold(alias=requested, wake=route, predicted_s=route.wake_s, for_wake=True)
         if route.state is ModelState.WAKING:
-            return Hold(alias=requested, ends_at=route.ready_by)
+            return Hold(alias=requested, ends_at=route.ready_by, for_wake=True)
         if route.state is ModelState.FAILED:
             return Refuse(
                 503, "model_unavailable", f"The model '{name}' failed to start: {route.error}"
@@ -176,6 +176,8 @@ class Hold:
     """The parked model to ask the manager to wake."""
     predicted_s: float | None = None
     """For a wake not started yet: how long it is predicted to take."""
+    for_wake: bool = False
+    """Held for a parked or waking model (else for a swap)."""
 
 
 @dataclass(frozen=True)

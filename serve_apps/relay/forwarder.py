@@ -41,6 +41,9 @@ class RequestForwarder:
         self.in_flight_by_app: Counter[str] = Counter()
         """The same per Serve app: what a drain waits on, since a same-name swap runs two
         apps of one model name."""
+        self.started: Counter[str] = Counter()
+        """Requests forwarded per model since this replica started: when each was last
+        used (the fleet parks on-demand models by it)."""
 
     async def forward(
         self,
@@ -55,6 +58,7 @@ class RequestForwarder:
         timing = timing or RequestTiming(model=route.name)
         self.in_flight[route.name] += 1
         self.in_flight_by_app[route.app_name] += 1
+        self.started[route.name] += 1
         released = False
 
         def release() -> None:

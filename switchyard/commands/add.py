@@ -66,6 +66,32 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "(max_num_seqs=64, tool_call_parser=kimi_k2) or any other vLLM argument "
         "(block_size=32); VALUE is read as a YAML scalar or flow mapping",
     )
+    parser.add_argument(
+        "--residency",
+        choices=("always", "on_demand"),
+        default=None,
+        help="always (default: resident until changed) or on_demand (parked when idle or to "
+        "make room, woken by the next request)",
+    )
+    parser.add_argument(
+        "--park-after-idle-s",
+        type=float,
+        default=None,
+        help="on_demand: park after this long without a request (default 600)",
+    )
+    parser.add_argument(
+        "--min-resident-s",
+        type=float,
+        default=None,
+        help="on_demand: never parked to make room before it has served this long (default 60)",
+    )
+    parser.add_argument(
+        "--park-mode",
+        choices=("unload", "sleep"),
+        default=None,
+        help="unload (default: the engine is removed, a wake is a cold start); sleep is not "
+        "built yet",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--address", help="Ray address (default: $RAY_ADDRESS or `up`'s)")
@@ -157,17 +183,41 @@ def _check_layout_flags(args: argparse.Namespace) -> None:
         raise UserInputError("--objective: only meaningful with --layout auto")
 
 
+RESIDENCY_FLAGS = {
+    "residency": "--residency",
+    "park_after_idle_s": "--park-after-idle-s",
+    "min_resident_s": "--min-resident-s",
+    "park_mode": "--park-mode",
+}
+
+
 def fleet_entry(args: argparse.Namespace, config: ModelDeploymentConfig) -> FleetModelEntry | None:
     """The fleet entry of a `--layout auto` request (admission resolves it at deploy, for
-    `--objective`); None for an explicit layout (the manager makes the entry itself)."""
+    `--objective`) or of one with residency flags; None otherwise (the manager makes the
+    entry itself). A bad residency value is a one-line input error naming its flag."""
+    from pydantic import ValidationError
+
     from domain.fleet_file import FleetModelEntry
 
-    if getattr(args, "layout", None) != "auto":
+    residency = {
+        key: getattr(args, key) for key in RESIDENCY_FLAGS if getattr(args, key, None) is not None
+    }
+    auto = getattr(args, "layout", None) == "auto"
+    if not auto and not residency:
         return None
     written = FleetModelEntry.of_config(config).written()
-    written["layout"] = "auto"
-    written["objective"] = args.objective or "throughput"
-    return FleetModelEntry.model_validate(written)
+    if auto:
+        written["layout"] = "auto"
+        written["objective"] = args.objective or "throughput"
+    try:
+        return FleetModelEntry.model_validate({**written, **residency})
+    except ValidationError as exc:
+        # Named by its flag: "--park-mode: 'sleep' is not allowed (...)".
+        line = validation_line(exc, dotted("")).removeprefix("config: ")
+        key, sep, rest = line.partition(":")
+        if sep and key in RESIDENCY_FLAGS:
+            line = RESIDENCY_FLAGS[key] + ":" + rest
+        raise UserInputError(line) from None
 
 
 def engine_settings(items: list[str]) -> dict[str, Any]:

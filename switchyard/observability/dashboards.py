@@ -59,6 +59,15 @@ SWAP_ANNOTATION = Target(
     legend="swap {{old}} → {{new}} ({{strategy}}): {{phase}}",
 )
 
+PARK_ANNOTATION = Target(
+    expr=q.changed(m.PARKS, ("model", "reason")),
+    legend="parked {{model}} ({{reason}})",
+)
+WAKE_ANNOTATION = Target(
+    expr=q.changed(m.WAKES, ("model", "trigger", "outcome")),
+    legend="wake of {{model}} ({{trigger}}): {{outcome}}",
+)
+
 QUANTILES = (0.5, 0.95, 0.99)
 
 
@@ -312,8 +321,8 @@ def dashboards() -> tuple[Dashboard, ...]:
                 "Held requests by outcome",
                 (
                     Target(
-                        q.observations(m.GATEWAY_HOLD, ("alias", "outcome")),
-                        "{{alias}} {{outcome}}",
+                        q.observations(m.GATEWAY_HOLD, ("alias", "cause", "outcome")),
+                        "{{alias}} {{cause}} {{outcome}}",
                     ),
                 ),
                 kind="stat",
@@ -323,8 +332,30 @@ def dashboards() -> tuple[Dashboard, ...]:
                 (Target(q.quantile(0.95, m.GATEWAY_HOLD, ("alias",)), "{{alias}}"),),
                 unit="s",
             ),
+            Panel(
+                "Wakes of parked models (trigger, outcome)",
+                (
+                    Target(
+                        q.current(m.WAKES, ("model", "trigger", "outcome")),
+                        "{{model}} {{trigger}} {{outcome}}",
+                    ),
+                ),
+                kind="stat",
+            ),
+            Panel(
+                "Parks (idle, evicted to make room, manual)",
+                (Target(q.current(m.PARKS, ("model", "reason")), "{{model}} {{reason}}"),),
+                kind="stat",
+            ),
+            Panel(
+                "Mean wake time (a cold start for park mode unload)",
+                (Target(q.mean(m.WAKE_SECONDS, ("model", "park_mode")), "{{model}}"),),
+                unit="s",
+                description="Ray records histogram sums at bucket midpoints: approximate.",
+            ),
         ),
-        "What swaps did: phase durations, outcomes, and the requests held while aliases moved.",
+        "What swaps did: phase durations, outcomes, and the requests held while aliases moved; "
+        "models parked and woken on demand.",
     )
     tenants = Dashboard(
         "switchyard-tenants",
@@ -429,7 +460,27 @@ def dashboard_json(dashboard: Dashboard) -> dict[str, Any]:
                     "titleFormat": SWAP_ANNOTATION.legend,
                     "tagKeys": "old,new,strategy,phase",
                     "step": "10s",
-                }
+                },
+                {
+                    "name": "Parks",
+                    "datasource": _datasource(),
+                    "enable": True,
+                    "iconColor": "purple",
+                    "expr": PARK_ANNOTATION.expr,
+                    "titleFormat": PARK_ANNOTATION.legend,
+                    "tagKeys": "model,reason",
+                    "step": "30s",
+                },
+                {
+                    "name": "Wakes",
+                    "datasource": _datasource(),
+                    "enable": True,
+                    "iconColor": "green",
+                    "expr": WAKE_ANNOTATION.expr,
+                    "titleFormat": WAKE_ANNOTATION.legend,
+                    "tagKeys": "model,trigger,outcome",
+                    "step": "30s",
+                },
             ]
         },
         "panels": [_panel_json(p, i) for i, p in enumerate(dashboard.panels, start=1)],
@@ -439,7 +490,7 @@ def dashboard_json(dashboard: Dashboard) -> dict[str, Any]:
 def every_expression() -> list[str]:
     """Every PromQL expression the dashboards run: panel targets and annotations."""
     found = [t.expr for d in dashboards() for p in d.panels for t in p.targets]
-    return [*found, SWAP_ANNOTATION.expr]
+    return [*found, SWAP_ANNOTATION.expr, PARK_ANNOTATION.expr, WAKE_ANNOTATION.expr]
 
 
 # ---------------------------------------------------------------- Prometheus and provisioning

@@ -89,6 +89,8 @@ class MemoryRoutes:
     table_open: bool = True
     wakes_wanted: list[str] = field(default_factory=list)
     """What gateways asked to wake, until the manager takes it."""
+    idle_s: dict[str, float] = field(default_factory=dict)
+    """Seconds since each model's last request (0 for a model not listed)."""
 
     def routing_table(self) -> RoutingTable:
         return self.table
@@ -129,6 +131,9 @@ class MemoryRoutes:
         name = parsed.model if parsed is not None else app
         self.kill.check("drain", name)
         return self.in_flight_by_model.get(name, 0)
+
+    def idle_seconds(self) -> dict[str, float]:
+        return {name: self.idle_s.get(name, 0.0) for name in self.table.models}
 
     def take_wake_requests(self, timeout_s: float) -> list[str]:
         taken = sorted(set(self.wakes_wanted))

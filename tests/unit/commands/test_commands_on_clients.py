@@ -232,3 +232,43 @@ def test_a_manager_that_dies_during_an_operation_is_reported_not_hung_on(
     manager.dies_during.add("add")
     assert report_operation(manager, AddRequest(config=OLD), as_json=False) == ExitCode.REJECTED
     assert "the manager died during the operation" in capsys.readouterr().out
+
+
+def test_apply_changes_a_models_residency_without_redeploying_it(
+    manager: MemoryManagerClient,
+    registry: MemoryRegistryClient,
+    fleet: Fleet,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    desired = parse_fleet_file(FILE, "fleet.yaml")
+    apply_fleet(
+        manager,
+        lambda: registry,
+        Path("f"),
+        desired,
+        "ab" * 32,
+        tenants=None,
+        dry_run=False,
+        as_json=True,
+    )
+    capsys.readouterr()
+    on_demand = parse_fleet_file(FILE + "    residency: on_demand\n", "fleet.yaml")
+
+    code = apply_fleet(
+        manager,
+        lambda: registry,
+        Path("f"),
+        on_demand,
+        "cd" * 32,
+        tenants=None,
+        dry_run=False,
+        as_json=True,
+    )
+
+    assert code == ExitCode.OK
+    report = json.loads(capsys.readouterr().out)
+    assert [(s["action"], s["outcome"]) for s in report["steps"]] == [("residency", "done")]
+    assert manager.fleet().models["mini-old"].requested.residency.value == "on_demand"
+    assert fleet.cluster.serve.deployed == ["model-mini-old-g1"], "nothing redeployed"
+    exported = [e.written() for e in manager.export_fleet()]
+    assert exported[0]["residency"] == "on_demand"

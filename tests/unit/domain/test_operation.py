@@ -17,7 +17,15 @@ from domain.operation import (
 
 
 def test_operation_kind_values() -> None:
-    assert [k.value for k in OperationKind] == ["add", "swap", "remove", "alias", "park", "wake"]
+    assert [k.value for k in OperationKind] == [
+        "add",
+        "swap",
+        "remove",
+        "alias",
+        "park",
+        "wake",
+        "residency",
+    ]
 
 
 def test_swap_phases_in_order() -> None:

@@ -11,9 +11,18 @@ import pytest
 
 from cluster.fleet.ports import AppStatus
 from cluster.fleet.wake_on_request import WakeOnRequest
+from domain.deployment_config import ModelDeploymentConfig
+from domain.fleet_file import FleetModelEntry
 from domain.model_state import ModelState
 from domain.operation import Outcome, SwapPhase
-from domain.operation_request import AddRequest, ParkRequest, RemoveRequest, WakeRequest
+from domain.operation_request import (
+    AddRequest,
+    ParkRequest,
+    RemoveRequest,
+    ResidencyRequest,
+    WakeRequest,
+    WakeTrigger,
+)
 from serve_apps.registry.routing_table import Forward, Hold, ModelRoute
 from tests.support.fleet_configs import OLD
 from tests.support.memory_cluster import Killed
@@ -243,3 +252,102 @@ def test_a_wake_under_way_is_not_started_twice(parked: Fleet) -> None:
     parked.cluster.routes.wakes_wanted.append(OLD.name)
     assert wakes.serve_once(0) == [], "its first wake has not finished"
     assert len(queued) == 1
+
+
+# ---------------------------------------------------------------- on demand: idle and room
+
+ON_DEMAND = {"residency": "on_demand", "min_resident_s": 60, "park_after_idle_s": 600}
+
+
+def _entry(config: ModelDeploymentConfig, **keys: object) -> FleetModelEntry:
+    return FleetModelEntry.model_validate({**FleetModelEntry.of_config(config).written(), **keys})
+
+
+def _add(fleet: Fleet, config: ModelDeploymentConfig, **keys: object) -> None:
+    result = fleet.engine.run(AddRequest(config=config, entry=_entry(config, **keys)))
+    assert result.outcome is Outcome.DONE, result.message
+
+
+def test_an_idle_on_demand_model_is_parked_and_an_always_model_never(fleet: Fleet) -> None:
+    _add(fleet, OLD, **ON_DEMAND)
+    _add(fleet, NEW)
+    fleet.clock.now += 1000  # both resident long enough
+    fleet.cluster.routes.idle_s = {OLD.name: 601, NEW.name: 9000}
+    parked = fleet.engine.park_idle()
+    assert [r.details.name for r in parked] == [OLD.name]
+    assert fleet.engine.fleet().models[OLD.name].parked
+    assert not fleet.engine.fleet().models[NEW.name].parked
+    assert fleet.metrics.parks == [(OLD.name, "idle")]
+    # Parked when idle, its next request is held and wakes it.
+    assert isinstance(fleet.cluster.routes.table.resolve("default"), Hold)
+    assert fleet.engine.park_idle() == []
+
+
+def _crowded(fleet: Fleet, new_keys: dict[str, object]) -> None:
+    """One accelerator: OLD (on demand) parked, NEW on it."""
+    fleet.cluster.nodes.slots = 1
+    _add(fleet, OLD, **ON_DEMAND)
+    assert fleet.engine.run(ParkRequest(name=OLD.name)).outcome is Outcome.DONE
+    _add(fleet, NEW, **new_keys)
+
+
+def test_a_wake_parks_the_least_recently_used_on_demand_model_to_make_room(fleet: Fleet) -> None:
+    _crowded(fleet, ON_DEMAND)
+    fleet.clock.now += 100  # NEW has been resident past its min_resident_s
+    result = fleet.engine.run(WakeRequest(name=OLD.name, trigger=WakeTrigger.REQUEST))
+    assert result.outcome is Outcome.DONE, result.message
+    models = fleet.engine.fleet().models
+    assert not models[OLD.name].parked and models[NEW.name].parked
+    assert set(fleet.cluster.serve.apps) == {G2}
+    # NEW's requests are held for its own next wake, not refused.
+    assert isinstance(fleet.cluster.routes.table.resolve(NEW.name), Hold)
+    assert fleet.metrics.parks == [(OLD.name, "manual"), (NEW.name, "evicted")]
+    ((model, mode, trigger, outcome, seconds),) = fleet.metrics.wakes
+    assert (model, mode, trigger, outcome) == (OLD.name, "unload", "request", "done")
+    assert seconds is not None
+
+
+@pytest.mark.parametrize(
+    ("keys", "why"),
+    [({}, "an always model"), (ON_DEMAND, "resident for less than its min_resident_s")],
+)
+def test_no_room_means_capacity_busy_and_nothing_parked(
+    fleet: Fleet, keys: dict[str, object], why: str
+) -> None:
+    _crowded(fleet, keys)
+    fleet.clock.now += 10  # not past NEW's min_resident_s (60 s)
+    result = fleet.engine.run(WakeRequest(name=OLD.name, trigger=WakeTrigger.REQUEST))
+    assert result.outcome is Outcome.REJECTED, why
+    assert not fleet.engine.fleet().models[NEW.name].parked, why
+    route = fleet.cluster.routes.table.models[OLD.name]
+    assert route.error_code == "capacity_busy" and route.wakes_ended == 1
+    assert "no on-demand model can be parked" in (route.error or "")
+    assert fleet.metrics.wakes[-1][3] == "rejected"
+
+
+def test_a_manager_killed_while_making_room_leaves_the_evicted_model_parked(
+    fleet: Fleet,
+) -> None:
+    _crowded(fleet, ON_DEMAND)
+    fleet.clock.now += 100
+    fleet.cluster.arm("deleted", "model-mini-new-g1")
+    with pytest.raises(Killed):
+        fleet.engine.run(WakeRequest(name=OLD.name))
+    fleet.restart()
+    models = fleet.engine.fleet().models
+    assert models[OLD.name].parked and models[NEW.name].parked
+    assert fleet.cluster.serve.apps == {}
+    for name in (OLD.name, NEW.name):
+        assert fleet.cluster.routes.table.models[name].state is ModelState.PARKED
+
+
+def test_a_residency_change_is_recorded_without_a_redeploy(fleet: Fleet) -> None:
+    _add(fleet, OLD)
+    entry = _entry(OLD, **ON_DEMAND)
+    result = fleet.engine.run(ResidencyRequest(name=OLD.name, entry=entry))
+    assert result.outcome is Outcome.DONE, result.message
+    assert fleet.engine.fleet().models[OLD.name].requested.residency.value == "on_demand"
+    assert fleet.cluster.serve.deployed == ["model-mini-old-g1"], "no redeploy"
+    other = _entry(OLD.model_copy(update={"replicas": 2}), **ON_DEMAND)
+    refused = fleet.engine.run(ResidencyRequest(name=OLD.name, entry=other))
+    assert refused.outcome is Outcome.REJECTED and "that is a swap" in refused.message

@@ -83,3 +83,24 @@ def test_an_alias_the_file_drops_is_left_and_reported() -> None:
     live, aliases = _live()
     diff = diff_fleet(live, aliases, parse_fleet_file(text, "new"))
     assert diff.changes == () and diff.left_aliases == ("small",)
+
+
+def test_a_residency_change_alone_is_its_own_step_and_no_redeploy() -> None:
+    text = LIVE_FILE.replace(
+        "engine: {max_model_len: 256}}",
+        "engine: {max_model_len: 256}, residency: on_demand, park_after_idle_s: 120}",
+    )
+    live, aliases = _live()
+    (change,) = diff_fleet(live, aliases, parse_fleet_file(text, "new")).changes
+    assert (change.action, change.model) == (ChangeAction.RESIDENCY, "llama")
+    assert change.changed == ("residency", "park_after_idle_s")
+
+
+def test_a_residency_change_with_new_engine_settings_rides_on_the_swap() -> None:
+    text = LIVE_FILE.replace(
+        "engine: {max_model_len: 256}}", "engine: {max_model_len: 512}, residency: on_demand}"
+    )
+    live, aliases = _live()
+    (change,) = diff_fleet(live, aliases, parse_fleet_file(text, "new")).changes
+    assert change.action is ChangeAction.SWAP and change.entry is not None
+    assert change.entry.residency.value == "on_demand"

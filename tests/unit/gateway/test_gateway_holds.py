@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from domain.model_state import ModelState
+from serve_apps.gateway.gateway_metrics import HoldCause, HoldOutcome, RecordingGatewayMetrics
 from serve_apps.registry.routing_table import ModelRoute
 from serve_apps.relay.model_backend import Method
 from tests.support.waiting import wait_until_async
@@ -77,7 +78,8 @@ async def test_a_request_for_a_parked_model_asks_for_its_wake_and_is_forwarded_o
     None
 ):
     parked = table_of(route("a"), _parked(), aliases={"small": "b"})
-    async with serving(parked) as h:
+    metrics = RecordingGatewayMetrics()
+    async with serving(parked, metrics=metrics) as h:
         request = asyncio.create_task(h.chat({**CHAT, "model": "small"}))
         await wait_until_async(lambda: h.gateway.held == 1)
         assert h.registry.wakes_asked == ["b"]
@@ -91,6 +93,9 @@ async def test_a_request_for_a_parked_model_asks_for_its_wake_and_is_forwarded_o
     assert response.status_code == 200, response.text
     assert h.backend.calls[0][0].app_name == "model-b-g2"
     assert h.registry.wakes_asked == ["b"], "asked again only while it stays parked"
+    assert [(a, o, c) for a, o, _, c in metrics.holds] == [
+        ("small", HoldOutcome.RELEASED, HoldCause.WAKE)
+    ]
 
 
 async def test_a_wake_predicted_longer_than_the_hold_is_answered_at_once_and_still_asked_for() -> (

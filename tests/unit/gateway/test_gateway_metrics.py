@@ -16,6 +16,7 @@ import pytest
 from serve_apps.gateway.app import Gateway
 from serve_apps.gateway.gateway_metrics import (
     NO_MODEL,
+    HoldCause,
     HoldOutcome,
     RecordingGatewayMetrics,
     RequestOutcome,
@@ -184,8 +185,8 @@ async def test_a_held_request_is_counted_while_held_and_its_wait_recorded_once_r
         m.registry.publish(after)
         assert (await request).status_code == 200
         await wait_until_async(lambda: m.metrics.held_now == {})
-    ((alias, outcome, seconds),) = m.metrics.holds
-    assert (alias, outcome) == ("default", HoldOutcome.RELEASED)
+    ((alias, outcome, seconds, cause),) = m.metrics.holds
+    assert (alias, outcome, cause) == ("default", HoldOutcome.RELEASED, HoldCause.SWAP)
     assert seconds >= 0
     assert m.metrics.requests[0].model == "b"
 

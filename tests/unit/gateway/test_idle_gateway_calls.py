@@ -34,7 +34,9 @@ async def test_unchanged_counts_go_out_once_a_heartbeat_and_a_change_at_once(
     monkeypatch.setattr(in_flight_report, "_HEARTBEAT_S", 0.2)
     reports: list[dict[str, int]] = []
 
-    async def report(replica: str, version: int, counts: dict[str, int]) -> None:
+    async def report(
+        replica: str, version: int, counts: dict[str, int], started: dict[str, int]
+    ) -> None:
         reports.append(counts)
 
     in_flight: Counter[str] = Counter()

@@ -1,0 +1,75 @@
+"""Which models the fleet parks by itself (domain/residency.py): idle on-demand models, and
+for room the least recently used on-demand models resident long enough; never `always`."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from domain.fleet_file import FleetModelEntry
+from domain.residency import Residency, ResidentModel, eviction_order, idle_to_park
+
+pytestmark = pytest.mark.unit
+
+
+def _model(
+    name: str,
+    *,
+    residency: Residency = Residency.ON_DEMAND,
+    parked: bool = False,
+    idle_s: float = 0.0,
+    resident_s: float = 1000.0,
+) -> ResidentModel:
+    return ResidentModel(
+        name=name,
+        residency=residency,
+        parked=parked,
+        park_after_idle_s=600.0,
+        min_resident_s=60.0,
+        idle_s=idle_s,
+        resident_s=resident_s,
+    )
+
+
+def test_idle_on_demand_models_are_parked_and_always_models_never() -> None:
+    models = [
+        _model("idle", idle_s=700),
+        _model("busy", idle_s=10),
+        _model("pinned", residency=Residency.ALWAYS, idle_s=9000),
+        _model("already", parked=True, idle_s=9000),
+        # Woken 100 s ago after a long sleep: idle counts from its wake.
+        _model("just-woken", idle_s=9000, resident_s=100),
+    ]
+    assert idle_to_park(models) == ["idle"]
+
+
+def test_room_is_made_least_recently_used_first_and_never_from_young_or_always_models() -> None:
+    models = [
+        _model("recent", idle_s=5),
+        _model("oldest", idle_s=500),
+        _model("older", idle_s=50),
+        _model("young", idle_s=900, resident_s=30),
+        _model("pinned", residency=Residency.ALWAYS, idle_s=9000),
+        _model("waking", parked=True),
+    ]
+    assert eviction_order(models, waking="waking") == ["oldest", "older", "recent"]
+
+
+def test_residency_keys_are_checked_and_sleep_is_refused_as_not_built() -> None:
+    base = {"name": "m", "source": "miniature:llama"}
+    entry = FleetModelEntry.model_validate(
+        {**base, "residency": "on_demand", "park_after_idle_s": 30, "min_resident_s": 5}
+    )
+    assert entry.residency_form() == {
+        "residency": "on_demand",
+        "park_after_idle_s": 30,
+        "min_resident_s": 5,
+        "park_mode": "unload",
+    }
+    assert entry.written()["residency"] == "on_demand", "export writes them back"
+    with pytest.raises(ValidationError, match="not built yet"):
+        FleetModelEntry.model_validate({**base, "park_mode": "sleep"})
+    with pytest.raises(ValidationError, match="only meaningful with residency: on_demand"):
+        FleetModelEntry.model_validate({**base, "park_after_idle_s": 30})
+    with pytest.raises(ValidationError, match="greater than 0"):
+        FleetModelEntry.model_validate({**base, "residency": "on_demand", "park_after_idle_s": 0})
