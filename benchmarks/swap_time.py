@@ -4,7 +4,11 @@ One stack (`switchyard up`, OLD's miniature as `default`), both miniatures stage
 
 1. cold start: `switchyard add miniature:NEW --name mini-NEW-cold` beside OLD, with a client
    asking for that name every 0.2 s; from the manager's first event for the add (the CLI's
-   own start-up excluded) to the first successful request. Then NEW-cold is removed.
+   own start-up excluded) to the first successful request. Then NEW-cold is parked
+   (`switchyard park`: drain and unload) and one request for it is sent: it is held at the
+   gateway while the manager wakes it (a cold start, park mode `unload`) and answered by
+   it; the request's wait and the manager's wake (admission to warmed) are recorded. Then
+   NEW-cold is removed.
 2. three swaps OLD -> NEW under a steady load on `default` (`switchyard bench --during-swap`),
    an unmeasured swap back before each of the later two:
    - `auto`, which picks make-before-break (NEW fits beside OLD);
@@ -129,6 +133,28 @@ def cold_start(state: Path, base_url: str, new: str, name: str) -> dict[str, Any
     }
 
 
+def park_and_wake(state: Path, base_url: str, name: str) -> dict[str, Any]:
+    """Park `name`, then time one request for it: held while a request-triggered wake runs."""
+    parked = _cli(state, "park", name, "--json")
+    if parked.returncode != 0:
+        raise RuntimeError(f"park {name} failed: {parked.stdout[-500:]}")
+    park = json.loads(parked.stdout)
+    body = {"model": name, "prompt": "hello", "max_tokens": 1}
+    sent = time.time()
+    answer = httpx.post(base_url + "/completions", json=body, timeout=900)
+    waited = time.time() - sent
+    status = _cli(state, "status", "--json")
+    models = json.loads(status.stdout)["models"] if status.returncode == 0 else []
+    woken: dict[str, Any] = next((m for m in models if m["name"] == name), {})
+    return {
+        "park_s": sum(park["phase_seconds"].values()),
+        "park_phase_seconds": park["phase_seconds"],
+        "request_status": answer.status_code,
+        "request_wait_s": waited,
+        "wake_s": woken.get("last_wake_s"),
+    }
+
+
 @dataclass(frozen=True)
 class SwapRun:
     """One measured swap: `bench --during-swap OLD SOURCE --name NEW` plus strategy flags."""
@@ -237,6 +263,7 @@ def markdown(document: dict[str, Any]) -> str:
         f"**{cold['cold_start_s']:.1f} s** ({cold['cold_start_with_cli_s']:.1f} s with the "
         "CLI's start-up).",
         "",
+        *_park_wake_lines(document.get("park_wake"), cold["cold_start_s"]),
         "| swap | strategy | alias unavailable (manager) | clients' unavailability "
         "| longest held | hold / cold start | longest gap between completions "
         "| NEW's deploying_new | ok / failed / held |",
@@ -279,6 +306,21 @@ def markdown(document: dict[str, Any]) -> str:
         phases = ", ".join(f"{k} {v:.1f} s" for k, v in operation["phase_seconds"].items())
         lines.append(f"- {run['title']}: {operation['outcome']}; phases: {phases}.")
     return "\n".join(lines)
+
+
+def _park_wake_lines(park_wake: dict[str, Any] | None, cold_s: float) -> list[str]:
+    if park_wake is None:
+        return []
+    wait = park_wake["request_wait_s"]
+    return [
+        f"The same model parked (`switchyard park`: drain and unload) in "
+        f"**{park_wake['park_s']:.1f} s**; a request for it while parked was held at the "
+        f"gateway and answered (HTTP {park_wake['request_status']}) after "
+        f"**{wait:.1f} s** ({_ratio(wait, cold_s)} its cold start), the manager's wake "
+        f"(admission to warmed, a cold start for park mode `unload`) taking "
+        f"{_s(park_wake['wake_s'])} s.",
+        "",
+    ]
 
 
 def _seconds(gap: dict[str, float] | None) -> float | None:
@@ -346,6 +388,8 @@ def main(argv: list[str]) -> int:
         cold_name = f"mini-{args.new}-cold"
         document["cold"] = cold_start(state, base_url, args.new, cold_name)
         print(f"cold start: {document['cold']}", flush=True)
+        document["park_wake"] = park_and_wake(state, base_url, cold_name)
+        print(f"park and wake: {document['park_wake']}", flush=True)
         removed = _cli(state, "remove", cold_name)
         if removed.returncode != 0:
             raise RuntimeError(f"remove {cold_name} failed")

@@ -60,6 +60,10 @@ class ModelStatus(_Document):
     capacity: ModelCapacityStatus | None = None
     """What admission predicted for its deployment and what its engine logged at start-up;
     None until the manager has recorded a start of it."""
+    residency: str | None = None
+    """`always` or `on_demand` (None without a manager)."""
+    park_mode: str | None = None
+    """How it is parked: `unload` (None without a manager)."""
     last_wake_s: float | None = None
     """How long its latest wake from parked took, admission to warmed (None: never woken)."""
 

@@ -45,6 +45,7 @@ MODULE_ORDER: tuple[str, ...] = (
     "integration/test_openai_surface.py",
     "integration/test_secure_defaults.py",
     "faults/test_bad_input.py",
+    "integration/test_on_demand_vllm.py",
     "e2e/test_hot_swap.py",
     "integration/test_observability.py",
     "integration/test_replica_affinity_vllm.py",

@@ -30,6 +30,24 @@ STATUS_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
+class ModelResidency:
+    """When a model holds its accelerators, as `status` shows it."""
+
+    residency: str
+    park_mode: str
+    last_wake_s: float | None
+
+
+def residency_of(fleet: FleetState) -> dict[str, ModelResidency]:
+    return {
+        name: ModelResidency(
+            model.requested.residency.value, model.requested.park_mode.value, model.last_wake_s
+        )
+        for name, model in fleet.models.items()
+    }
+
+
+@dataclass(frozen=True)
 class ManagerView:
     """What `status` shows of the manager: every node's hardware (probed, then overridden;
     the inventory's JSON document), the change it is making, its live figures and the
@@ -41,8 +59,8 @@ class ManagerView:
     last_swap: SwapSummary | None
     capacity: dict[str, ModelCapacity] = field(default_factory=dict)
     """Per served model: admission's prediction and what its engine logged."""
-    last_wake_s: dict[str, float] = field(default_factory=dict)
-    """Per model woken at least once: how long its latest wake took."""
+    residency: dict[str, ModelResidency] = field(default_factory=dict)
+    """Per model: its residency keys and its latest wake."""
 
 
 class ManagerApi(Protocol):
@@ -170,7 +188,7 @@ class RayManagerClient:
                 self._actor.live_metrics.remote(),
                 self._actor.last_swap.remote(),
                 self._actor.capacity.remote(),
-                self._actor.last_wakes.remote(),
+                self._actor.residency.remote(),
             ],
             timeout=STATUS_TIMEOUT_S,
         )

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cluster.clients.manager_client import ModelResidency, residency_of
 from cluster.fleet.fleet_engine import FleetEngine
 from cluster.fleet.fleet_plan import FleetPlan
 from cluster.fleet.journal import Journal
@@ -139,10 +140,9 @@ class ManagerService:
     def capacity(self) -> dict[str, ModelCapacity]:
         return dict(self._engine.fleet().capacity)
 
-    def last_wakes(self) -> dict[str, float]:
-        """Per model woken at least once: how long its latest wake took, in seconds."""
-        models = self._engine.fleet().models
-        return {n: m.last_wake_s for n, m in models.items() if m.last_wake_s is not None}
+    def residency(self) -> dict[str, ModelResidency]:
+        """Per model: its residency, park mode and how long its latest wake took."""
+        return residency_of(self._engine.fleet())
 
     def plan_fleet(self, desired: FleetFile) -> FleetPlan:
         return self._engine.plan(desired)

@@ -79,7 +79,11 @@ def status_report(address: str, registry: RegistryApi, manager: ManagerApi | Non
     managed = None if manager is None else manager.view()
     if managed is not None:
         for model in models:
-            model.last_wake_s = managed.last_wake_s.get(model.name)
+            residency = managed.residency.get(model.name)
+            if residency is not None:
+                model.residency = residency.residency
+                model.park_mode = residency.park_mode
+                model.last_wake_s = residency.last_wake_s
             known = managed.capacity.get(model.name)
             if known is not None:
                 model.capacity = ModelCapacityStatus(
@@ -183,6 +187,19 @@ def run(args: argparse.Namespace) -> int:
             "-" if m.ttft_p95_s is None else f"{m.ttft_p95_s * 1000:.0f} ms",
         )
     console.print(table)
+    on_demand = [m for m in status.models if m.residency == "on_demand"]
+    woken = [m for m in status.models if m.last_wake_s is not None]
+    if on_demand or woken:
+        console.print(
+            "residency: "
+            + "; ".join(
+                f"{m.name} {m.residency or '-'} ({m.park_mode or '-'}"
+                + (f", last wake {m.last_wake_s:.1f} s" if m.last_wake_s is not None else "")
+                + ")"
+                for m in status.models
+                if m in on_demand or m in woken
+            )
+        )
     metrics = status.metrics
     console.print(
         f"metrics: Prometheus service discovery file {metrics.prometheus_service_discovery_file}"

@@ -7,12 +7,14 @@
   with no failed request;
 - a parked model keeps its name and alias, and a request for it wakes it (held meanwhile);
   `park` and `wake` by hand too;
+- on-demand models share the accelerators: the least recently used is parked to make room
+  for a wake, by hand or by a request;
 - two concurrent changes never interleave;
 - a manager killed mid-swap converges to one consistent state.
 
 Tests run in file order. Kimi serves `default` on the fake stack when the module starts;
 after it, `default` is served by Kimi or MiniMax (whichever the killed swap left), and the
-Llama miniature still serves `small` (woken twice: its app is generation 3). The story's
+Llama miniature still serves `small` (woken once: its app is generation 2). The story's
 swap on real engines is test_hot_swap.py.
 """
 
@@ -121,23 +123,50 @@ def test_a_parked_model_keeps_its_name_and_alias_and_a_request_wakes_it(
     assert parked.returncode == 0, parked.stdout + parked.stderr
     assert f"{LLAMA} is parked" in parked.stdout
     assert LLAMA in {m.id for m in client.models.list().data}, "/v1/models still lists it"
-    assert _model_status(fake_stack, LLAMA)["state"] == "parked"
+    assert _parked(fake_stack)[LLAMA]
 
     # Held at the gateway while the manager wakes it, then answered by the woken engine.
     reply = client.completions.create(model="small", prompt="hi", max_tokens=2)
     assert reply.model == LLAMA
     model = _model_status(fake_stack, LLAMA)
     assert model["state"] == "ready" and model["aliases"] == ["small"]
-    assert model["last_wake_s"] > 0
+    assert model["last_wake_s"] > 0 and model["residency"] == "always"
     assert model["app"] == f"model-{LLAMA}-g2", "a wake starts the next generation"
     wakes = [e for e in _journal(fake_stack) if e.get("kind") == "wake"]
     assert len(wakes) == 1, "one wake however many requests"
 
-    # By hand: park, then wake.
-    assert fake_stack.cli("park", LLAMA).returncode == 0
-    woken = fake_stack.cli("wake", LLAMA)
+
+def test_on_demand_models_share_the_accelerators_least_recently_used_first(
+    fake_stack: RunningStack,
+) -> None:
+    """The fake head declares 4 stand-in slots; `default` and `small` hold two."""
+    client = _client(fake_stack)
+    on_demand = ("--residency", "on_demand", "--min-resident-s", "0")
+    for name in ("od-a", "od-b"):
+        added = fake_stack.cli("add", "miniature:llama", "--name", name, *on_demand)
+        assert added.returncode == 0, added.stdout + added.stderr
+    assert fake_stack.cli("park", "od-a").returncode == 0
+    added = fake_stack.cli("add", "miniature:llama", "--name", "od-c", *on_demand)
+    assert added.returncode == 0, added.stdout + added.stderr
+
+    # No slot is free: waking od-a parks the least recently used on-demand model (od-b and
+    # od-c were never asked for: the first by name, od-b).
+    woken = fake_stack.cli("wake", "od-a")
     assert woken.returncode == 0, woken.stdout + woken.stderr
-    assert _model_status(fake_stack, LLAMA)["app"] == f"model-{LLAMA}-g3"
+    parked = _parked(fake_stack)
+    assert (parked["od-a"], parked["od-b"], parked["od-c"]) == (False, True, False), parked
+    # A request for od-b is held and wakes it, parking od-a (woken by hand, never asked for).
+    assert client.completions.create(model="od-b", prompt="hi", max_tokens=2).model == "od-b"
+    parked = _parked(fake_stack)
+    assert (parked["od-a"], parked["od-b"], parked["od-c"]) == (True, False, False), parked
+    for name in ("od-a", "od-b", "od-c"):
+        assert fake_stack.cli("remove", name).returncode == 0
+
+
+def _parked(stack: RunningStack) -> dict[str, bool]:
+    """Which models the manager has recorded parked (its fleet.json: no driver to join)."""
+    fleet = json.loads((stack.state_dir / "manager" / "fleet.json").read_text())
+    return {name: bool(m.get("parked")) for name, m in fleet["models"].items()}
 
 
 def _model_status(stack: RunningStack, name: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
-from cluster.clients.manager_client import ManagerView, OnEvent
+from cluster.clients.manager_client import ManagerView, OnEvent, residency_of
 from cluster.clients.registry_client import RegistryView, endpoint_statuses
 from cluster.fleet.fleet_engine import FleetEngine
 from cluster.fleet.fleet_plan import FleetPlan
@@ -68,11 +68,7 @@ class MemoryManagerClient:
             live_metrics=None,
             last_swap=self.engine.last_swap(),
             capacity=dict(self.engine.fleet().capacity),
-            last_wake_s={
-                n: m.last_wake_s
-                for n, m in self.engine.fleet().models.items()
-                if m.last_wake_s is not None
-            },
+            residency=residency_of(self.engine.fleet()),
         )
 
 

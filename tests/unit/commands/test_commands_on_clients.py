@@ -105,6 +105,7 @@ def test_status_shows_a_parked_model_with_its_last_wake(
     (model,) = status_report("127.0.0.1:6379", registry, manager).models
 
     assert model.state == "parked" and model.last_wake_s == parked.last_wake_s is not None
+    assert (model.residency, model.park_mode) == ("always", "unload")
     assert model.model_dump(mode="json")["last_wake_s"] == parked.last_wake_s
 
 
