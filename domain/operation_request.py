@@ -52,14 +52,19 @@ class SwapRequest(_Request):
         return validate_model_name(value, "old")
 
 
-class RemoveRequest(_Request):
-    kind: Literal[OperationKind.REMOVE] = OperationKind.REMOVE
+class _NamedRequest(_Request):
+    """A change to one model, named."""
+
     name: str
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
         return validate_model_name(value)
+
+
+class RemoveRequest(_NamedRequest):
+    kind: Literal[OperationKind.REMOVE] = OperationKind.REMOVE
 
 
 class AliasRequest(_Request):
@@ -73,14 +78,8 @@ class AliasRequest(_Request):
         return validate_model_name(value, "alias")
 
 
-class ParkRequest(_Request):
+class ParkRequest(_NamedRequest):
     kind: Literal[OperationKind.PARK] = OperationKind.PARK
-    name: str
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return validate_model_name(value)
 
 
 class WakeTrigger(StrEnum):
@@ -92,28 +91,16 @@ class WakeTrigger(StrEnum):
     """A client's request for the parked model, held at a gateway."""
 
 
-class WakeRequest(_Request):
+class WakeRequest(_NamedRequest):
     kind: Literal[OperationKind.WAKE] = OperationKind.WAKE
-    name: str
     trigger: WakeTrigger = WakeTrigger.MANUAL
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return validate_model_name(value)
 
-
-class ResidencyRequest(_Request):
+class ResidencyRequest(_NamedRequest):
     """A live model's residency keys changed in a fleet file (its deployment did not)."""
 
     kind: Literal[OperationKind.RESIDENCY] = OperationKind.RESIDENCY
-    name: str
     entry: FleetModelEntry
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return validate_model_name(value)
 
 
 OperationRequest = Annotated[

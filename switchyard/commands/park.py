@@ -1,30 +1,27 @@
 """`switchyard park NAME`: drain a model and unload its engine, freeing its accelerators;
-its name, aliases and routes stay (`switchyard wake NAME` brings it back)."""
+its name, aliases and routes stay (`switchyard wake NAME`, or a request for it, brings it
+back)."""
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from switchyard.commands.model_command import register_model_command
+
+if TYPE_CHECKING:
+    from domain.operation_request import OperationRequest
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "park", help="unload a model's engine, keeping its name, aliases and routes"
+    register_model_command(
+        subparsers,
+        "park",
+        "unload a model's engine, keeping its name, aliases and routes",
+        _request,
     )
-    parser.add_argument("name")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--address")
-    parser.add_argument("--state-dir", type=Path, default=None)
-    parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def _request(name: str) -> OperationRequest:
     from domain.operation_request import ParkRequest
-    from switchyard.commands.add import request_or_exit
-    from switchyard.operation_runner import resolve_address, run_operation
 
-    # A name no model can have is refused without connecting to the cluster.
-    request = request_or_exit(lambda: ParkRequest(name=args.name))
-    address = resolve_address(args.address, args.state_dir)
-    return run_operation(address, request, as_json=args.json)
+    return ParkRequest(name=name)

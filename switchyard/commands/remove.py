@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from switchyard.commands.model_command import register_model_command
+
+if TYPE_CHECKING:
+    from domain.operation_request import OperationRequest
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("remove", help="take a model down")
-    parser.add_argument("name")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--address")
-    parser.add_argument("--state-dir", type=Path, default=None)
-    parser.set_defaults(handler=run)
+    register_model_command(subparsers, "remove", "take a model down", _request)
 
 
-def run(args: argparse.Namespace) -> int:
+def _request(name: str) -> OperationRequest:
     from domain.operation_request import RemoveRequest
-    from switchyard.commands.add import request_or_exit
-    from switchyard.operation_runner import resolve_address, run_operation
 
-    # A name no model can have is refused without connecting to the cluster.
-    request = request_or_exit(lambda: RemoveRequest(name=args.name))
-    address = resolve_address(args.address, args.state_dir)
-    return run_operation(address, request, as_json=args.json)
+    return RemoveRequest(name=name)

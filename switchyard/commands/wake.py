@@ -1,27 +1,21 @@
-"""`switchyard wake NAME`: bring a parked model back (admission, then its engine's start);
-it waits for a change already running."""
+"""`switchyard wake NAME`: bring a parked model back (admission, then its engine's start,
+parking on-demand models to make room); it waits for a change already running."""
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from switchyard.commands.model_command import register_model_command
+
+if TYPE_CHECKING:
+    from domain.operation_request import OperationRequest
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("wake", help="bring a parked model back")
-    parser.add_argument("name")
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--address")
-    parser.add_argument("--state-dir", type=Path, default=None)
-    parser.set_defaults(handler=run)
+    register_model_command(subparsers, "wake", "bring a parked model back", _request)
 
 
-def run(args: argparse.Namespace) -> int:
+def _request(name: str) -> OperationRequest:
     from domain.operation_request import WakeRequest
-    from switchyard.commands.add import request_or_exit
-    from switchyard.operation_runner import resolve_address, run_operation
 
-    request = request_or_exit(lambda: WakeRequest(name=args.name))
-    address = resolve_address(args.address, args.state_dir)
-    return run_operation(address, request, as_json=args.json)
+    return WakeRequest(name=name)
