@@ -14,7 +14,7 @@
 
 Tests run in file order. Kimi serves `default` on the fake stack when the module starts;
 after it, `default` is served by Kimi or MiniMax (whichever the killed swap left), and the
-Llama miniature still serves `small` (woken once: its app is generation 2). The story's
+Llama miniature still serves `small` (woken once: under its next app generation). The story's
 swap on real engines is test_hot_swap.py.
 """
 
@@ -31,7 +31,7 @@ import openai
 
 from tests.support.client_pool import ClientPool
 from tests.support.running_stack import SWITCHYARD, RunningStack, stack_env
-from tests.support.shared_stacks import API_KEY, KIMI, LLAMA, MINIMAX
+from tests.support.shared_stacks import API_KEY, KIMI, MINIMAX
 from tests.support.story_swap import ray_job
 from tests.support.waiting import wait_until
 
@@ -119,19 +119,23 @@ def test_a_parked_model_keeps_its_name_and_alias_and_a_request_wakes_it(
     fake_stack: RunningStack,
 ) -> None:
     client = _client(fake_stack)
-    parked = ray_job(fake_stack, "park", LLAMA)
+    # The Llama miniature behind `small` (earlier modules may have swapped it under
+    # another name).
+    name = _fleet_json(fake_stack)["aliases"]["small"]
+    generation = _generation(fake_stack, name)
+    parked = ray_job(fake_stack, "park", name)
     assert parked.returncode == 0, parked.stdout + parked.stderr
-    assert f"{LLAMA} is parked" in parked.stdout
-    assert LLAMA in {m.id for m in client.models.list().data}, "/v1/models still lists it"
-    assert _parked(fake_stack)[LLAMA]
+    assert f"{name} is parked" in parked.stdout
+    assert name in {m.id for m in client.models.list().data}, "/v1/models still lists it"
+    assert _parked(fake_stack)[name]
 
     # Held at the gateway while the manager wakes it, then answered by the woken engine.
     reply = client.completions.create(model="small", prompt="hi", max_tokens=2)
-    assert reply.model == LLAMA
-    model = _model_status(fake_stack, LLAMA)
+    assert reply.model == name
+    model = _model_status(fake_stack, name)
     assert model["state"] == "ready" and model["aliases"] == ["small"]
     assert model["last_wake_s"] > 0 and model["residency"] == "always"
-    assert model["app"] == f"model-{LLAMA}-g2", "a wake starts the next generation"
+    assert model["app"] == f"model-{name}-g{generation + 1}", "a wake starts the next one"
     wakes = [e for e in _journal(fake_stack) if e.get("kind") == "wake"]
     assert len(wakes) == 1, "one wake however many requests"
 
@@ -163,10 +167,20 @@ def test_on_demand_models_share_the_accelerators_least_recently_used_first(
         assert fake_stack.cli("remove", name).returncode == 0
 
 
+def _fleet_json(stack: RunningStack) -> dict[str, Any]:
+    """The manager's recorded fleet (its fleet.json: no driver to join)."""
+    fleet: dict[str, Any] = json.loads((stack.state_dir / "manager" / "fleet.json").read_text())
+    return fleet
+
+
 def _parked(stack: RunningStack) -> dict[str, bool]:
-    """Which models the manager has recorded parked (its fleet.json: no driver to join)."""
-    fleet = json.loads((stack.state_dir / "manager" / "fleet.json").read_text())
-    return {name: bool(m.get("parked")) for name, m in fleet["models"].items()}
+    """Which models the manager has recorded parked."""
+    return {name: bool(m.get("parked")) for name, m in _fleet_json(stack)["models"].items()}
+
+
+def _generation(stack: RunningStack, name: str) -> int:
+    generation: int = _fleet_json(stack)["models"][name]["generation"]
+    return generation
 
 
 def _model_status(stack: RunningStack, name: str) -> dict[str, Any]:

@@ -4,7 +4,8 @@ engines), where the fake stack proves its rules (tests/e2e/test_fleet_operations
 
 On the suite's real stack (tests/support/shared_stacks.py) before the story's swap: the
 Llama miniature serving `small` is parked, a request for `small` is held while its engine
-cold-starts, and is answered by it. Afterwards Llama serves `small` again, as generation 2.
+cold-starts, and is answered by it. Afterwards Llama serves `small` again, under its next
+app generation.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def _model(stack: RunningStack, name: str) -> dict[str, Any]:
 
 
 def test_a_request_wakes_a_parked_vllm_engine_and_is_answered_by_it(stack: RunningStack) -> None:
+    before = _model(stack, LLAMA)["app"]
     parked = stack.cli("park", LLAMA)
     assert parked.returncode == 0, parked.stdout + parked.stderr
     assert _model(stack, LLAMA)["state"] == "parked"
@@ -45,7 +47,8 @@ def test_a_request_wakes_a_parked_vllm_engine_and_is_answered_by_it(stack: Runni
 
     assert reply.model == LLAMA and reply.choices[0].text is not None
     model = _model(stack, LLAMA)
-    assert model["state"] == "ready" and model["app"] == f"model-{LLAMA}-g2"
+    generation = int(before.rsplit("-g", 1)[1])
+    assert model["state"] == "ready" and model["app"] == f"model-{LLAMA}-g{generation + 1}"
     # The wake was a cold start of a real engine: its duration is recorded, with the
     # engine's logged capacity next to admission's prediction again.
     assert model["last_wake_s"] > 1
