@@ -56,7 +56,7 @@ from domain.operation_request import (
     SwapRequest,
     WakeRequest,
 )
-from domain.residency import ParkReason, idle_to_park
+from domain.residency import ParkReason, Residency, idle_to_park
 from domain.validation_message import dotted, validation_line
 
 log = logging.getLogger(__name__)
@@ -375,6 +375,11 @@ class FleetEngine:
         """One pass of idle parking: every on-demand model with no request for its
         `park_after_idle_s` is parked (its next request wakes it). Skipped while an
         operation runs, like the health watch."""
+        models = self._ctx.desired.state.models.values()
+        # Nothing the registry could say would park an `always` or a parked model: skip
+        # asking it, on every health pass of a fleet without on-demand models.
+        if not any(m.requested.residency is Residency.ON_DEMAND and not m.parked for m in models):
+            return []
         if not self._ready.is_set() or not self._lock.acquire(blocking=False):
             return []
         try:

@@ -20,7 +20,7 @@ completed; any other is undone (its app deleted, the model parked as before).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from cluster.fleet.bring_up import bring_up
 from cluster.fleet.fleet_context import FleetContext, model_route
@@ -151,12 +151,12 @@ def wake(
 
     op.phase(SwapPhase.PREFLIGHT, f"admission for {name} on the accelerators free now")
     checked = preflight(ctx, op, model.config, freed=None, dry_run=False, replacing=name)
-    evicted: list[FleetModel] = []
+    room = Room()
     if not checked.admitted and op.details.admission is not None:
         # Admission judged the accelerators free now: the others hold them. Park on-demand
         # models, least recently used first, if that makes room.
-        evicted, roomy = _room_for(ctx, op, model)
-        checked = roomy or checked
+        room = _room_for(ctx, op, model)
+        checked = room.admitted or checked
     if not checked.admitted:
         why = "not admitted: " + "; ".join(checked.reasons)
         judged = op.details.admission is not None
@@ -169,16 +169,13 @@ def wake(
         )
         return ended(Outcome.REJECTED, f"{name} stays parked: {why}")
     assert checked.model_dir is not None
-    if evicted:
-        freed: dict[str, int] = {}
-        resource = ctx.settings.accelerator_resource
-        for victim in evicted:
-            for node, count in ctx.ports.serve.claimed_by(victim.app.app, resource).items():
-                freed[node] = freed.get(node, 0) + count
+    if room.evicted:
+        for victim in room.evicted:
             op.note(f"parking {victim.config.name} to make room (least recently used)")
             unload(ctx, op, victim, hold_requests=True)
             ctx.metrics.parked(victim.config.name, ParkReason.EVICTED.value)
-        if not ctx.ports.serve.wait_freed(freed, resource, ctx.settings.free_timeout_s):
+        resource = ctx.settings.accelerator_resource
+        if not ctx.ports.serve.wait_freed(room.freed, resource, ctx.settings.free_timeout_s):
             op.note("the accelerators were not all seen free in time; starting anyway")
     # Before the start: a load from memory makes the cold start shorter.
     op.note(ctx.ports.nodes.prefetch(checked.model_dir).describe())
@@ -204,11 +201,19 @@ def wake(
     return ended(Outcome.DONE, f"{name} is serving again ({seconds:.1f} s)", seconds)
 
 
-def _room_for(
-    ctx: FleetContext, op: OperationRecorder, model: FleetModel
-) -> tuple[list[FleetModel], PreflightResult | None]:
+@dataclass(frozen=True)
+class Room:
+    """Models to park so a wake fits: the accelerators they hold (per node) and the
+    admission that counted them free; empty when no set of them makes room."""
+
+    evicted: tuple[FleetModel, ...] = ()
+    freed: dict[str, int] = field(default_factory=dict)
+    admitted: PreflightResult | None = None
+
+
+def _room_for(ctx: FleetContext, op: OperationRecorder, model: FleetModel) -> Room:
     """The fewest on-demand models, least recently used first, whose accelerators would let
-    admission place `model`, and that admission; ([], None) when no set of them does."""
+    admission place `model` (see `Room`)."""
     state = ctx.desired.state
     order = eviction_order(resident_models(ctx), waking=model.config.name)
     resource = ctx.settings.accelerator_resource
@@ -223,8 +228,8 @@ def _room_for(
             ctx, op, model.config, freed=freed, dry_run=False, replacing=model.config.name
         )
         if checked.admitted:
-            return chosen, checked
-    return [], None
+            return Room(tuple(chosen), freed, checked)
+    return Room()
 
 
 def resident_models(ctx: FleetContext) -> list[ResidentModel]:
