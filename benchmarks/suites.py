@@ -53,6 +53,11 @@ SUITES: tuple[Suite, ...] = (
         "benchmarks.swap_time",
     ),
     Suite(
+        "on-demand",
+        "two on-demand models on one accelerator slot, clients alternating: parks, wakes, holds",
+        "benchmarks.on_demand",
+    ),
+    Suite(
         "soak",
         "constant load for minutes with a hot swap in the middle: errors, latency, memory",
         "benchmarks.soak",

@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -43,35 +41,11 @@ import httpx
 
 from benchmarks.comparison_systems import free_port
 from benchmarks.records import load_average, run_record, write_block
+from benchmarks.stack_cli import switchyard_cli as _cli
 from benchmarks.suites import BENCHMARKS_MD, RESULTS, suite_of
 
 SUITE = suite_of(__name__)
-SWITCHYARD = str(Path(sys.executable).with_name("switchyard"))
 POLL_S = 0.2
-
-
-def _env(state: Path) -> dict[str, str]:
-    import os
-
-    env = dict(os.environ)
-    env["SWITCHYARD_HOME"] = str(state)
-    env["HF_HUB_OFFLINE"] = "1"
-    env.pop("RAY_ADDRESS", None)
-    return env
-
-
-def _cli(
-    state: Path, *args: str, timeout_s: float = 1800, state_flag: bool = True
-) -> subprocess.CompletedProcess[str]:
-    """`switchyard ARGS` on this run's stack (bench finds it through $SWITCHYARD_HOME)."""
-    print(f"$ switchyard {' '.join(args)}", flush=True)
-    command = [SWITCHYARD, *args, *(["--state-dir", str(state)] if state_flag else [])]
-    result = subprocess.run(
-        command, capture_output=True, text=True, timeout=timeout_s, env=_env(state), check=False
-    )
-    if result.returncode != 0:
-        print(result.stdout[-3000:], result.stderr[-3000:], sep="\n", flush=True)
-    return result
 
 
 class FirstSuccess:
