@@ -162,6 +162,9 @@ class OperationDetails(BaseModel):
     """Why a park parks (domain/residency.py ParkReason: manual, idle, evicted)."""
     trigger: str | None = None
     """What asked for a wake (domain/operation_request.py WakeTrigger: manual, request)."""
+    evicted: list[str] | None = None
+    """The on-demand models a wake parks to make room (least recently used first),
+    journaled before the first is touched."""
     predicted_capacity: ModelCapacity | None = None
     """What admission predicted for the deployment it admitted (and that deployment's
     `CapacityKey`): the engine's logged figures join it once it has started."""

@@ -91,3 +91,29 @@ class ParkReason(StrEnum):
     """No request for its `park_after_idle_s`."""
     EVICTED = "evicted"
     """Parked to make room for another model's wake (least recently used first)."""
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What one model of a fleet asks of the accelerators."""
+
+    name: str
+    residency: Residency
+    accelerators: int
+
+
+def never_resident_together(demands: Iterable[Demand], accelerators: int) -> list[tuple[str, str]]:
+    """Pairs of on-demand models that can never be resident at once: together they need
+    more than the `accelerators` of the cluster that the `always` models leave. (A pair
+    within that count may still not fit node by node; admission judges each wake.)"""
+    demands = list(demands)
+    room = accelerators - sum(d.accelerators for d in demands if d.residency is Residency.ALWAYS)
+    on_demand = sorted(
+        (d for d in demands if d.residency is Residency.ON_DEMAND), key=lambda d: d.name
+    )
+    return [
+        (a.name, b.name)
+        for i, a in enumerate(on_demand)
+        for b in on_demand[i + 1 :]
+        if a.accelerators + b.accelerators > room
+    ]

@@ -8,10 +8,12 @@ from typing import Any
 def plan_lines(plan: dict[str, Any]) -> list[str]:
     """The plan (`FleetPlan.to_json()`), one step per block, each with its verdict."""
     changes = plan["changes"]
-    if not changes:
-        return ["no changes: the fleet matches the file"]
     verdict = "admitted" if plan["admitted"] else "REFUSED: nothing will run"
-    lines = [f"plan: {len(changes)} change(s), {verdict}"]
+    lines = (
+        [f"plan: {len(changes)} change(s), {verdict}"]
+        if changes
+        else ["no changes: the fleet matches the file"]
+    )
     for i, change in enumerate(changes, 1):
         lines.append(f"  {i}. {_headline(change)}: {_verdict(change)}")
         if change["action"] in ("add", "swap"):
@@ -34,10 +36,20 @@ def plan_lines(plan: dict[str, Any]) -> list[str]:
                     f"     KV cache {capacity['kv_cache_tokens']:,} tokens per engine ({source})"
                 )
             lines.extend(f"     {note}" for note in change.get("recipe", []))
+            if change.get("parked"):
+                lines.append(
+                    "     added parked: it fits once the other on-demand models park; its "
+                    "first request wakes it"
+                )
         lines.extend(f"     refused: {reason}" for reason in change["reasons"])
         lines.extend(f"     {alias}: {what}" for alias, what in change["aliases"].items())
     for alias in plan.get("left_aliases", []):
         lines.append(f"  note: alias {alias} is not in the file; it is left as it is")
+    for a, b in plan.get("never_resident_together", []):
+        lines.append(
+            f"  note: {a} and {b} (on demand) are never resident together: a request for one "
+            "parks the other"
+        )
     return lines
 
 

@@ -73,8 +73,9 @@ class FleetContext:
         for alias in aliases:
             self.ports.routes.set_alias(alias, name)
 
-    def release_holds(self) -> None:
-        self.ports.routes.set_held(frozenset())
+    def release_holds(self, aliases: Iterable[str] | None = None) -> None:
+        """The holds of `aliases` end (None: every hold, as after a restart)."""
+        self.ports.routes.release(aliases)
 
 
 def model_route(app: AppName, config: ModelDeploymentConfig, state: ModelState) -> ModelRoute:

@@ -27,7 +27,7 @@ from cluster.fleet.operation_recorder import OperationRecorder
 from cluster.fleet.ports import Clock, ClusterPorts, DeployFailed, SystemClock
 from cluster.fleet.preflight import preflight
 from cluster.fleet.reconcile import reconcile, republish
-from cluster.fleet.residency import park, resident_models, wake
+from cluster.fleet.residency import park, publish_parked, resident_models, wake
 from cluster.fleet.swap_flow import swap
 from cluster.inventory.policy_inventory import policy_inventory
 from domain.deployment_config import ModelDeploymentConfig
@@ -125,7 +125,9 @@ class FleetEngine:
         live_entries = {name: model.requested for name, model in state.models.items()}
         diff = diff_fleet(live_entries, state.aliases, desired)
         probed = ctx.ports.nodes.probe()
-        inventory = policy_inventory(probed.facts, probed.available, ctx.settings.accelerator)
+        inventory = policy_inventory(
+            probed.facts, probed.available, ctx.settings.accelerator, probed.totals
+        )
         resource = ctx.settings.accelerator_resource
         live = {
             name: LiveModel(
@@ -268,6 +270,9 @@ class FleetEngine:
             ),
         )
         op.phase(SwapPhase.PREFLIGHT, f"admission for {config.name}")
+        # An on-demand model is judged as it will run: beside the `always` models, with
+        # every other on-demand model parked.
+        on_demand = entry.residency is Residency.ON_DEMAND
         checked = preflight(
             ctx,
             op,
@@ -276,18 +281,28 @@ class FleetEngine:
             dry_run=dry_run,
             auto_layout=entry.auto_layout,
             objective=entry.objective,
+            parkable=self._on_demand_claims() if on_demand else None,
         )
         if not checked.admitted:
             return op.end(Outcome.REJECTED, "not admitted: " + "; ".join(checked.reasons))
         assert checked.config is not None
         config = checked.config
         op.details.new_config = config
+        parked_because = (
+            f"the accelerators it needs are held by on-demand models "
+            f"({', '.join(self._resident_on_demand())}); its first request wakes it, "
+            "parking them least recently used first"
+        )
         if dry_run:
+            how = f"parked ({parked_because})" if checked.once_parked else ""
             return op.end(
                 Outcome.DONE,
-                f"dry run: {config.name} would be admitted as {config.layout}; nothing changed",
+                f"dry run: {config.name} would be admitted as {config.layout}"
+                f"{', ' + how if how else ''}; nothing changed",
             )
         assert checked.model_dir is not None
+        if checked.once_parked:
+            return self._add_parked(op, config, entry, app.generation, parked_because)
         op.phase(SwapPhase.DEPLOYING_NEW, f"deploying {config.name} as {app}")
         started = ctx.clock.monotonic()
         try:
@@ -300,6 +315,46 @@ class FleetEngine:
         ctx.desired.update(ctx.desired.state.with_model(config, app.generation, entry))
         seconds = ctx.clock.monotonic() - started
         return op.end(Outcome.DONE, f"{config.name} is serving ({seconds:.1f} s)")
+
+    def _on_demand_claims(self) -> dict[str, int]:
+        """The accelerators per node that resident on-demand models hold: what a model
+        added on demand may count free, since a wake parks them to make room."""
+        ctx = self._ctx
+        resource = ctx.settings.accelerator_resource
+        claims: dict[str, int] = {}
+        for name in self._resident_on_demand():
+            app = ctx.desired.state.models[name].app.app
+            for node, count in ctx.ports.serve.claimed_by(app, resource).items():
+                claims[node] = claims.get(node, 0) + count
+        return claims
+
+    def _resident_on_demand(self) -> list[str]:
+        return sorted(
+            name
+            for name, m in self._ctx.desired.state.models.items()
+            if m.requested.residency is Residency.ON_DEMAND and not m.parked
+        )
+
+    def _add_parked(
+        self,
+        op: OperationRecorder,
+        config: ModelDeploymentConfig,
+        entry: FleetModelEntry,
+        generation: int,
+        why: str,
+    ) -> OperationResult:
+        """An on-demand model that fits only once others park: added parked (its name,
+        aliases and route published, its weights staged and pinned), not started. Adding a
+        model never evicts a serving one; a request does, by the residency rules."""
+        ctx = self._ctx
+        ctx.desired.update(
+            ctx.desired.state.with_model(config, generation, entry).with_parked(config.name)
+        )
+        model = ctx.desired.model(config.name)
+        assert model is not None
+        publish_parked(ctx, model)
+        ctx.point_aliases(ctx.desired.state.aliases_of(config.name), config.name)
+        return op.end(Outcome.DONE, f"{config.name} is added parked: {why}")
 
     def _remove(self, name: str) -> OperationResult:
         ctx = self._ctx

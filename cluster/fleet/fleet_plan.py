@@ -23,6 +23,7 @@ from domain.deployment_config import AcceleratorConfig, LayoutConfig, ModelDeplo
 from domain.engine_capacity import CapacityFigures
 from domain.fleet_file import FleetModelEntry
 from domain.fleet_file_diff import ChangeAction, FleetChange, FleetDiff
+from domain.residency import Demand, Residency, never_resident_together
 from policies.admission import Decision
 from policies.inventory import ClusterInventory
 
@@ -59,6 +60,17 @@ class _Cluster:
     """Free accelerators per node as the steps so far leave them."""
 
     inventory: ClusterInventory
+    on_demand: dict[str, Claims] = field(default_factory=dict)
+    """What each resident on-demand model holds: a model added on demand may count it free
+    (its first request's wake parks them), as `add` does."""
+
+    def parkable(self, besides: str | None) -> Claims:
+        total: Claims = {}
+        for name, claims in self.on_demand.items():
+            if name != besides:
+                for node, count in claims.items():
+                    total[node] = total.get(node, 0) + count
+        return total
 
     def free(self, claims: Mapping[str, int]) -> None:
         self._adjust(claims, +1)
@@ -91,6 +103,8 @@ class PlannedStep:
     kv_cache_tokens: int | None = None
     kv_source: str | None = None
     """Where the KV capacity admission judged came from: `model` or `observed`."""
+    parked: bool = False
+    """An on-demand add that fits only once the other on-demand models park: added parked."""
 
     def to_json(self) -> dict[str, Any]:
         c = self.change
@@ -117,6 +131,8 @@ class PlannedStep:
                 recipe=self.recipe,
                 capacity={"kv_cache_tokens": self.kv_cache_tokens, "kv_source": self.kv_source},
             )
+        if c.action is ChangeAction.ADD:
+            out["parked"] = self.parked
         out["aliases"] = self.aliases
         return out
 
@@ -125,6 +141,8 @@ class PlannedStep:
 class FleetPlan:
     steps: tuple[PlannedStep, ...]
     left_aliases: tuple[str, ...] = ()
+    never_together: tuple[tuple[str, str], ...] = ()
+    """On-demand models of the resulting fleet that can never be resident at once."""
 
     @property
     def admitted(self) -> bool:
@@ -137,6 +155,8 @@ class FleetPlan:
         }
         if self.left_aliases:
             out["left_aliases"] = list(self.left_aliases)
+        if self.never_together:
+            out["never_resident_together"] = [list(pair) for pair in self.never_together]
         return out
 
 
@@ -148,30 +168,53 @@ def plan_fleet(
 ) -> FleetPlan:
     """Judge each step of `diff` in order (see the module docstring)."""
     cluster = _Cluster(sources.inventory)
+    cluster.on_demand = {
+        name: model.claimed
+        for name, model in live.items()
+        if model.entry.residency is Residency.ON_DEMAND and model.claimed
+    }
+    fleet = {name: _demand(model.entry, model.config) for name, model in live.items()}
     steps = []
     for change in diff.changes:
         step = PlannedStep(change)
         owned = sorted({a for a, m in live_aliases.items() if m == (change.replaces or "")})
         if change.action is ChangeAction.REMOVE:
             cluster.free(live[change.model].claimed)
+            cluster.on_demand.pop(change.model, None)
+            fleet.pop(change.model, None)
             gone = [a for a, m in sorted(live_aliases.items()) if m == change.model]
             step.aliases = dict.fromkeys([change.model, *gone], "removed: answered 404")
         elif change.action is ChangeAction.ALIAS:
             assert change.alias is not None
             step.aliases = {change.alias: f"moves to {change.model} at once"}
         elif change.action is ChangeAction.RESIDENCY:
-            pass  # recorded only: nothing is deployed, nothing to admit
+            # Recorded only: nothing is deployed, nothing to admit.
+            assert change.entry is not None
+            fleet[change.model] = replace(fleet[change.model], residency=change.entry.residency)
         else:
             assert change.entry is not None
             old = live.get(change.replaces or "")
-            _judge(step, change.entry, old, cluster, sources)
+            claims = _judge(step, change.entry, old, cluster, sources)
+            if change.replaces is not None:
+                cluster.on_demand.pop(change.replaces, None)
+                fleet.pop(change.replaces, None)
+            if step.admitted and step.config is not None:
+                fleet[change.model] = _demand(change.entry, step.config)
+                if claims and change.entry.residency is Residency.ON_DEMAND:
+                    cluster.on_demand[change.model] = claims
             if change.action is ChangeAction.SWAP:
                 held = _held_for(step, sources)
                 moving = [*owned, *([change.model] if change.replaces == change.model else [])]
                 step.aliases = dict.fromkeys(sorted(set(moving)), held)
             step.aliases.update({a: "new" for a in change.entry.aliases if a not in step.aliases})
         steps.append(step)
-    return FleetPlan(tuple(steps), diff.left_aliases)
+    accelerators = sum(node.gpus for node in sources.inventory.nodes)
+    apart = never_resident_together(fleet.values(), accelerators)
+    return FleetPlan(tuple(steps), diff.left_aliases, tuple(apart))
+
+
+def _demand(entry: FleetModelEntry, config: ModelDeploymentConfig) -> Demand:
+    return Demand(entry.name, entry.residency, config.layout.gpus_per_replica * config.replicas)
 
 
 @dataclass(frozen=True)
@@ -198,6 +241,8 @@ def deploy_all(entries: tuple[FleetModelEntry, ...], sources: PlanSources) -> De
         if not step.admitted or step.config is None:
             problems.append(f"{entry.name}: {'; '.join(step.reasons)}")
             continue
+        if claims and entry.residency is Residency.ON_DEMAND:
+            cluster.on_demand[entry.name] = claims
         live[entry.name] = LiveModel(entry, step.config, claims)
     aliases = {a: e.name for e in entries if e.name in live for a in e.aliases}
     return DescribedFleet(live, aliases, replace(sources, inventory=cluster.inventory), problems)
@@ -211,7 +256,7 @@ def _judge(
     sources: PlanSources,
 ) -> Claims:
     """Resolve and admit `entry` (replacing `old`, if any) on what `cluster` has free; take
-    what it claims. The claims taken (empty when refused)."""
+    what it claims. The claims taken (empty when refused, or added parked)."""
     config = entry.deployment()
     config = config.model_copy(update={"accelerator": sources.accelerator})
     if sources.accelerator.kind == "cpu" and "enforce_eager" not in entry.engine.model_fields_set:
@@ -223,49 +268,29 @@ def _judge(
     except Exception as exc:
         return _refuse(step, f"cannot read the config of {entry.source}: {exc}")
     resolution = resolve_deployment(config, model_dir)
-    config = resolution.config
     step.recipe = list(resolution.notes)
     if resolution.refusals:
         return _refuse(step, *resolution.refusals)
-    freed = old.claimed if old is not None else None
-    try:
-        if entry.auto_layout:
-            decision = decide(
-                model_dir,
-                config,
-                cluster.inventory,
-                freed=freed,
-                any_layout=True,
-                objective=entry.objective,
-            )
-            layout = auto_layout_of(decision, sources.accelerator.kind)
-            if layout is None:
-                return _refuse(step, *refusals(decision))
-            config = config.model_copy(update={"layout": layout})
-        seen = sources.observed
-        beside = (
-            decide(model_dir, config, cluster.inventory, observed=seen) if old is not None else None
+    judged = _admit(entry, resolution.config, model_dir, cluster.inventory, old, sources)
+    refused = isinstance(judged, tuple) or not judged.decision.admitted
+    if refused and old is None and entry.residency is Residency.ON_DEMAND:
+        parkable = cluster.parkable(besides=entry.name)
+        once_parked = (
+            _admit(entry, resolution.config, model_dir, cluster.inventory, None, sources, parkable)
+            if parkable
+            else ()
         )
-        decision = (
-            beside
-            if beside is not None and beside.admitted
-            else decide(model_dir, config, cluster.inventory, freed=freed, observed=seen)
-        )
-    except ValueError as exc:
-        return _refuse(step, str(exc))
-    step.config = config
-    step.layout = str(config.layout)
-    step.accelerators = config.layout.gpus_per_replica * config.replicas
-    step.weights_gib = round(decision.weights.total_bytes / 2**30, 3)
-    if decision.candidates:
-        judged = decision.candidates[0]
-        step.kv_cache_tokens, step.kv_source = judged.kv_cache_tokens, judged.kv_source.value
-    step.engine = config.engine.model_dump(mode="json", exclude_none=True, exclude={"extra"})
-    step.engine.update(config.engine.extra)
+        if isinstance(once_parked, _Admitted) and once_parked.decision.admitted:
+            # Added parked, as `add` does: it takes nothing until a request wakes it.
+            _describe(step, once_parked)
+            step.parked = True
+            return {}
+    if isinstance(judged, tuple):
+        return _refuse(step, *judged)
+    _describe(step, judged)
     if old is not None:
-        step.strategy = (
-            "make-before-break" if beside is not None and beside.admitted else "break-before-make"
-        )
+        step.strategy = "make-before-break" if judged.beside else "break-before-make"
+    decision, config = judged.decision, judged.config
     if not decision.admitted:
         return _refuse(step, *refusals(decision))
     if old is not None:
@@ -273,6 +298,65 @@ def _judge(
     claims = _claims(decision, config.layout, config.replicas, cluster.inventory)
     cluster.take(claims)
     return claims
+
+
+@dataclass(frozen=True)
+class _Admitted:
+    """A step's config as it will deploy (its `layout: auto` resolved) and the policy's
+    decision on it; `beside`: it fits beside the model it replaces."""
+
+    config: ModelDeploymentConfig
+    decision: Decision
+    beside: bool = False
+
+
+def _admit(
+    entry: FleetModelEntry,
+    config: ModelDeploymentConfig,
+    model_dir: Path,
+    inventory: ClusterInventory,
+    old: LiveModel | None,
+    sources: PlanSources,
+    parkable: Claims | None = None,
+) -> _Admitted | tuple[str, ...]:
+    """The policy on `config` counting free what `old` holds (or `parkable`); the refusals
+    when no layout could even be chosen."""
+    freed = old.claimed if old is not None else parkable
+    seen = sources.observed
+    try:
+        if entry.auto_layout:
+            recommended = decide(
+                model_dir,
+                config,
+                inventory,
+                freed=freed,
+                any_layout=True,
+                objective=entry.objective,
+            )
+            layout = auto_layout_of(recommended, sources.accelerator.kind)
+            if layout is None:
+                return refusals(recommended)
+            config = config.model_copy(update={"layout": layout})
+        if old is not None:
+            beside = decide(model_dir, config, inventory, observed=seen)
+            if beside.admitted:
+                return _Admitted(config, beside, beside=True)
+        return _Admitted(config, decide(model_dir, config, inventory, freed=freed, observed=seen))
+    except ValueError as exc:
+        return (str(exc),)
+
+
+def _describe(step: PlannedStep, judged: _Admitted) -> None:
+    config, decision = judged.config, judged.decision
+    step.config = config
+    step.layout = str(config.layout)
+    step.accelerators = config.layout.gpus_per_replica * config.replicas
+    step.weights_gib = round(decision.weights.total_bytes / 2**30, 3)
+    if decision.candidates:
+        first = decision.candidates[0]
+        step.kv_cache_tokens, step.kv_source = first.kv_cache_tokens, first.kv_source.value
+    step.engine = config.engine.model_dump(mode="json", exclude_none=True, exclude={"extra"})
+    step.engine.update(config.engine.extra)
 
 
 def _claims(

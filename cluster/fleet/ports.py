@@ -17,7 +17,7 @@ drive by hand.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -96,9 +96,12 @@ class RoutePort(Protocol):
         """`route` READY and serving `aliases`, the model it replaces a tombstone naming it,
         the aliases released: one routing-table version (RoutingTable.with_switch)."""
 
-    def set_held(self, aliases: frozenset[str], ends_at: float | None = None) -> None:
-        """Requests for these aliases wait in the gateways instead of failing; `ends_at`
-        (Unix time) is when the hold is expected to end, if known."""
+    def hold(self, holds: Mapping[str, float | None]) -> None:
+        """Requests for these aliases wait in the gateways instead of failing, each until
+        its predicted end (Unix time; None when it cannot be told)."""
+
+    def release(self, aliases: Iterable[str] | None = None) -> None:
+        """The holds of `aliases` end (None: every hold)."""
 
     def in_flight(self, app: str, min_version: int) -> int | None:
         """Requests in flight for the Serve app `app` (one deployment of a model) over every

@@ -9,7 +9,7 @@ it fits in what OLD frees).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cluster.fleet.admission_gate import auto_layout_of, decide, deployment_key
@@ -37,6 +37,8 @@ class PreflightResult:
     """Why the deployment is refused; empty when admitted."""
     config: ModelDeploymentConfig | None = None
     """The config as it will be deployed (recipe applied, layout resolved), once resolved."""
+    once_parked: bool = False
+    """Admitted only counting the accelerators of the models named parkable as free."""
 
     @property
     def admitted(self) -> bool:
@@ -74,12 +76,34 @@ def preflight(
     auto_layout: bool = False,
     objective: str = "throughput",
     replacing: str | None = None,
+    parkable: Mapping[str, int] | None = None,
 ) -> PreflightResult:
     """Stage `config`'s weights, resolve it (recipe, `layout: auto`) and run admission
-    counting `freed` as free; `replacing` may be `config`'s own name (a wake)."""
+    counting `freed` as free; `replacing` may be `config`'s own name (a wake). When that
+    refuses and `parkable` (accelerators per node that on-demand models hold) is given,
+    admission is asked again counting those free too: `once_parked` says it fits then."""
     staged = stage_and_probe(ctx, op, config, dry_run=dry_run, replacing=replacing)
     if isinstance(staged, PreflightResult):
         return staged
+    checked = _resolve_and_admit(ctx, op, config, staged, freed, auto_layout, objective)
+    if checked.admitted or not parkable:
+        return checked
+    both = dict(freed or {})
+    for node, count in parkable.items():
+        both[node] = both.get(node, 0) + count
+    again = _resolve_and_admit(ctx, op, config, staged, both, auto_layout, objective)
+    return replace(again, once_parked=True) if again.admitted else checked
+
+
+def _resolve_and_admit(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    config: ModelDeploymentConfig,
+    staged: Staged,
+    freed: Mapping[str, int] | None,
+    auto_layout: bool,
+    objective: str,
+) -> PreflightResult:
     resolved = resolve(
         ctx, op, config, staged, freed=freed, auto_layout=auto_layout, objective=objective
     )
@@ -165,7 +189,9 @@ def stage_and_probe(
     for problem in probed.problems:
         op.note(f"inventory: {problem}")
     try:
-        inventory = policy_inventory(probed.facts, probed.available, ctx.settings.accelerator)
+        inventory = policy_inventory(
+            probed.facts, probed.available, ctx.settings.accelerator, probed.totals
+        )
     except ValueError as exc:  # no node with the fleet's accelerator kind
         return PreflightResult(model_dir, (f"inventory: {exc}",))
     if dry_run:

@@ -170,6 +170,7 @@ def wake(
         return ended(Outcome.REJECTED, f"{name} stays parked: {why}")
     assert checked.model_dir is not None
     if room.evicted:
+        op.decide(evicted=[victim.config.name for victim in room.evicted])
         for victim in room.evicted:
             op.note(f"parking {victim.config.name} to make room (least recently used)")
             unload(ctx, op, victim, hold_requests=True)

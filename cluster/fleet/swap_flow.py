@@ -211,7 +211,7 @@ def _break_before_make(
     op.phase(SwapPhase.DRAINING, f"holding {sorted(held)} and draining {name}")
     held_at = ctx.clock.monotonic()
     ends_at = None if predicted_hold is None else now() + predicted_hold
-    ctx.ports.routes.set_held(frozenset(held), ends_at)
+    ctx.ports.routes.hold(dict.fromkeys(sorted(held), ends_at))
     ctx.ports.routes.set_route_state(name, ModelState.DRAINING)
     left = drain(ctx, old.app.app)
     op.note(f"{name} drained ({left} requests still in flight at the deadline)")
@@ -226,7 +226,8 @@ def _break_before_make(
         except DeployFailed as exc:
             # OLD was never touched: it serves again at once.
             ctx.ports.routes.set_route_state(name, ModelState.READY)
-            return _released(ctx, op, moving, held_at, f"{new.name} could not be deployed: {exc}")
+            why = f"{new.name} could not be deployed: {exc}"
+            return _released(ctx, op, frozenset(held), held_at, why)
         op.note(f"removing {name}: {app}'s replica starts as soon as its accelerators free")
         ctx.ports.serve.delete(old.app.app)
     else:
@@ -256,12 +257,12 @@ def _break_before_make(
 def _released(
     ctx: FleetContext,
     op: OperationRecorder,
-    moving: frozenset[str],
+    held: frozenset[str],
     held_at: float,
     why: str,
 ) -> OperationResult:
-    ctx.release_holds()
-    op.alias_unavailability(dict.fromkeys(moving, ctx.clock.monotonic() - held_at))
+    ctx.release_holds(held)
+    op.alias_unavailability(dict.fromkeys(held, ctx.clock.monotonic() - held_at))
     return op.end(Outcome.ROLLED_BACK, f"rolled back: {why}; the old model kept its place")
 
 
@@ -311,7 +312,7 @@ def roll_back(
     """NEW failed after OLD was drained: NEW gone, OLD back as it was, holds released."""
 
     def released() -> None:
-        ctx.release_holds()
+        ctx.release_holds(held)
         op.alias_unavailability(dict.fromkeys(held, ctx.clock.monotonic() - held_at))
 
     routes = ctx.ports.routes

@@ -69,9 +69,12 @@ def policy_inventory(
     facts: Sequence[NodeFacts],
     available: Mapping[str, Mapping[str, float]],
     accelerator: AcceleratorConfig,
+    totals: Mapping[str, Mapping[str, float]] | None = None,
 ) -> ClusterInventory:
-    """Nodes with the accelerator kind the fleet deploys on; `available` is Ray's available
-    resources keyed by full node id."""
+    """Nodes with the accelerator kind the fleet deploys on; `available` and `totals` are
+    Ray's available and total resources keyed by full node id. A node's free accelerators
+    are its count (probed or overridden) less what Ray's placements hold there, so an
+    override that declares fewer than Ray has still counts every running engine."""
     wanted = "gpu" if accelerator.kind == "gpu" else "standin"
     key = "GPU" if accelerator.kind == "gpu" else (accelerator.standin_resource or "CPU")
     nodes = []
@@ -79,6 +82,9 @@ def policy_inventory(
         if node.accelerator != wanted or node.gpu_count < 1:
             continue
         free = int(available.get(node.node_id, {}).get(key, 0))
+        total = (totals or {}).get(node.node_id, {}).get(key)
+        if total is not None:
+            free = node.gpu_count - (int(total) - free)
         nodes.append(
             NodeInventory(
                 name=node.name,

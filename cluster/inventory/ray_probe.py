@@ -69,4 +69,7 @@ def probe_cluster(
         apply_overrides(p, config.overrides, standin_memory_gib=standin_memory_gib) for p in probes
     )
     available = available_resources_per_node()
-    return ProbedCluster(facts=facts, available=dict(available), problems=tuple(problems))
+    totals = {str(n["NodeID"]): dict(n.get("Resources", {})) for n in nodes}
+    return ProbedCluster(
+        facts=facts, available=dict(available), problems=tuple(problems), totals=totals
+    )

@@ -119,6 +119,8 @@ class ProbedCluster:
     """Ray's available resources per full node id, read right after the probes."""
     problems: tuple[str, ...]
     """Nodes whose probe failed and overrides that matched no node."""
+    totals: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Ray's total resources per full node id (what is in use: totals less available)."""
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -3,6 +3,7 @@ synchronously from the manager's threads."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from domain.model_state import ModelState
@@ -44,8 +45,11 @@ class RegistryRoutes:
     def switch(self, route: ModelRoute, aliases: frozenset[str], replaced: str | None) -> None:
         self._call("switch", route, aliases, replaced)
 
-    def set_held(self, aliases: frozenset[str], ends_at: float | None = None) -> None:
-        self._call("set_held", aliases, ends_at)
+    def hold(self, holds: Mapping[str, float | None]) -> None:
+        self._call("hold", dict(holds))
+
+    def release(self, aliases: Iterable[str] | None = None) -> None:
+        self._call("release", None if aliases is None else sorted(aliases))
 
     def in_flight(self, app: str, min_version: int) -> int | None:
         count: int | None = self._call("in_flight", app, min_version)

@@ -220,8 +220,11 @@ class FleetRegistry:
     ) -> RoutingTable:
         return await self._publish(lambda t: t.with_switch(route, aliases, replaced))
 
-    async def set_held(self, aliases: frozenset[str], ends_at: float | None = None) -> RoutingTable:
-        return await self._publish(lambda t: t.with_held(aliases, ends_at))
+    async def hold(self, holds: dict[str, float | None]) -> RoutingTable:
+        return await self._publish(lambda t: t.with_holds(holds))
+
+    async def release(self, aliases: list[str] | None = None) -> RoutingTable:
+        return await self._publish(lambda t: t.without_holds(aliases))
 
     async def report_in_flight(
         self,

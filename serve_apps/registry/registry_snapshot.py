@@ -26,7 +26,7 @@ from serve_apps.registry.routing_table import RoutingTable
 log = logging.getLogger(__name__)
 
 SNAPSHOT_KEY = "registry-snapshot"
-_FORMAT = 1
+_FORMAT = 2
 
 
 @dataclass(frozen=True)

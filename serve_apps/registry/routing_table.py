@@ -56,11 +56,15 @@ class RoutingTable:
     # boundaries by pickling, which mappingproxy does not support.
     models: Mapping[str, ModelRoute] = field(default_factory=dict)
     aliases: Mapping[str, str] = field(default_factory=dict)
-    held_aliases: frozenset[str] = frozenset()
-    """Aliases whose requests wait in the gateway (a swap is moving them), not failed."""
-    hold_ends_at: float | None = None
-    """When the manager expects the hold to end (Unix time), from NEW's last start; None
-    when it cannot tell. A gateway refuses at once what would wait longer than it holds."""
+    holds: Mapping[str, float | None] = field(default_factory=dict)
+    """Aliases whose requests wait in the gateway (a swap is moving them), not failed, each
+    with when the manager expects its hold to end (Unix time, from the new model's last
+    start; None when it cannot tell). A gateway refuses at once what would wait longer
+    than it holds. A parked or waking model's hold is its route's (`wake_s`, `ready_by`)."""
+
+    @property
+    def held_aliases(self) -> frozenset[str]:
+        return frozenset(self.holds)
 
     def with_model(self, route: ModelRoute) -> RoutingTable:
         models = dict(self.models)
@@ -96,18 +100,27 @@ class RoutingTable:
             table = table.without_model(replaced, replaced_by=route.name)
         moving = frozenset(aliases)
         # A same-name swap also held the model's own name.
-        held = self.held_aliases - moving - {route.name}
+        released = moving | {route.name}
         return replace(
             table,
             version=self.version + 1,
             aliases={**table.aliases, **dict.fromkeys(moving, route.name)},
-            held_aliases=held,
-            hold_ends_at=self.hold_ends_at if held else None,
+            holds={a: end for a, end in self.holds.items() if a not in released},
         )
 
-    def with_held(self, aliases: frozenset[str], ends_at: float | None = None) -> RoutingTable:
-        ends = ends_at if aliases else None
-        return replace(self, version=self.version + 1, held_aliases=aliases, hold_ends_at=ends)
+    def with_holds(self, holds: Mapping[str, float | None]) -> RoutingTable:
+        """`holds` added (an alias held already gets its new predicted end)."""
+        return replace(self, version=self.version + 1, holds={**self.holds, **holds})
+
+    def without_holds(self, aliases: Iterable[str] | None = None) -> RoutingTable:
+        """`aliases` released (None: every hold)."""
+        released = None if aliases is None else frozenset(aliases)
+        kept = (
+            {}
+            if released is None
+            else {a: end for a, end in self.holds.items() if a not in released}
+        )
+        return replace(self, version=self.version + 1, holds=kept)
 
     def supersedes(self, held: RoutingTable) -> bool:
         """Whether a gateway holding `held` should take this table instead: newer in the
@@ -124,8 +137,8 @@ class RoutingTable:
 
     def resolve(self, requested: str) -> Resolution:
         """What the gateway should do with a request naming `requested`."""
-        if requested in self.held_aliases:
-            return Hold(alias=requested, ends_at=self.hold_ends_at)
+        if requested in self.holds:
+            return Hold(alias=requested, ends_at=self.holds[requested])
         name = self.aliases.get(requested, requested)
         route = self.models.get(name)
         if route is None:

@@ -5,7 +5,9 @@
   the other gone from Serve and the routing table, nothing held, the journal closed);
 - a disk that fills while NEW is staged rejects the swap before OLD is touched;
 - a model that loses its replicas (engine or node lost) is marked DEGRADED with the reason,
-  and READY again once Serve has re-placed it.
+  and READY again once Serve has re-placed it;
+- killed at each point of a park or a wake, a restarted manager leaves the model either
+  parked (no app, route PARKED) or serving (its app running, route READY), never between.
 
 Real: a local Ray instance, the registry actor, the journal on disk, the node probes,
 admission and staging. Stood in: Serve applications and the warm-up request (see
@@ -31,7 +33,7 @@ from domain.app_name import AppName
 from domain.fleet_state import FleetState
 from domain.model_state import ModelState
 from domain.operation import Outcome, SwapStrategy
-from domain.operation_request import SwapRequest
+from domain.operation_request import ParkRequest, SwapRequest, WakeRequest
 from tests.support.fleet_configs import CPU, OLD, new_model
 from tests.support.memory_cluster import Killed, KillingJournal, KillSwitch, MemoryServe
 
@@ -271,3 +273,59 @@ def test_a_model_that_loses_its_replicas_is_degraded_then_ready_once_re_placed(
     events = [e for e in fleet.journal.entries() if e.get("event") == "health"]
     assert [e["state"] for e in events] == ["degraded", "ready"]
     assert fleet.journal.unfinished() is None
+
+
+@dataclass(frozen=True)
+class ResidencyKill:
+    label: str
+    wake: bool
+    """A wake of OLD parked first (else a park of OLD serving)."""
+    point: str
+    subject: str | None
+    outcome: str
+    parked: bool
+    """Whether OLD is parked once the restarted manager has reconciled."""
+
+
+RESIDENCY_KILLS = [
+    ResidencyKill("park: draining", False, "drain", OLD.name, "rolled_back", False),
+    ResidencyKill("park: unloaded", False, "deleted", OLD_APP.app, "done", True),
+    ResidencyKill("wake: preflight (staging)", True, "staging", None, "failed", True),
+    ResidencyKill("wake: engine starting", True, "deploy:starting", OLD.name, "failed", True),
+    ResidencyKill("wake: warming up", True, "warm_up", OLD.name, "done", False),
+]
+
+
+@pytest.mark.parametrize("case", RESIDENCY_KILLS, ids=[c.label for c in RESIDENCY_KILLS])
+def test_a_manager_killed_mid_park_or_wake_leaves_the_model_parked_or_serving(
+    case: ResidencyKill, registry: Any, miniatures: Path, tmp_path: Path
+) -> None:
+    import ray
+
+    serve = MemoryServe()
+    _serving_old(tmp_path, serve)
+    kill = KillSwitch()
+    before = _start_manager(tmp_path, registry, serve, kill, miniatures)
+    if case.wake:
+        assert before.engine.run(ParkRequest(name=OLD.name)).outcome is Outcome.DONE
+    kill.point, kill.subject = case.point, case.subject
+    with pytest.raises(Killed):
+        before.engine.run(WakeRequest(name=OLD.name) if case.wake else ParkRequest(name=OLD.name))
+    assert kill.fired
+
+    after = _start_manager(tmp_path, registry, serve, KillSwitch(), miniatures)
+    end = [e for e in after.journal.entries() if e.get("after_restart")][-1]
+    assert end["outcome"] == case.outcome, end
+    model = after.engine.fleet().models[OLD.name]
+    assert model.parked is case.parked
+    table = ray.get(registry.table.remote())
+    route = table.models[OLD.name]
+    assert dict(table.aliases) == {"default": OLD.name}, "a parked model keeps its aliases"
+    if case.parked:
+        assert (route.state, serve.apps) == (ModelState.PARKED, {})
+    else:
+        assert route.state == ModelState.READY and route.app_name == model.app.app
+        assert serve.apps == {model.app.app: AppStatus.RUNNING}
+    assert after.journal.load_snapshot() == after.engine.fleet()
+    assert after.journal.unfinished() is None
+    print(f"\nRESIDENCY-OUTCOME | {case.label} | {end['outcome']} | parked: {case.parked}")

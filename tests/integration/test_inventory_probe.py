@@ -133,14 +133,16 @@ def test_the_managers_inventory_uses_overrides_and_what_ray_has_free(nodes: Node
 
     def inventory_now() -> ClusterInventory:
         probed = nodes_port.probe()
-        return policy_inventory(probed.facts, probed.available, settings.accelerator)
+        return policy_inventory(probed.facts, probed.available, settings.accelerator, probed.totals)
 
     inventory = inventory_now()
     by_name = {n.name: n for n in inventory.nodes}
     assert set(by_name) == {nodes.head[:12], nodes.racked[:12]}  # the plain node has none
     assert (by_name[nodes.racked[:12]].gpus, by_name[nodes.racked[:12]].free_gpus) == (3, 3)
     assert (by_name[nodes.head[:12]].gpus, by_name[nodes.head[:12]].free_gpus) == (2, 2)
-    # Three slots fit only on the racked node; once claimed, admission sees one free there.
+    # Three slots fit only on the racked node. Once claimed, admission sees none free there:
+    # the override says it has three, and Ray's placements hold three (Ray itself still has
+    # one of its four).
     group = placement_group([{SLOTS: 3.0}], strategy="STRICT_PACK")
     ray.get(group.ready(), timeout=60)
     try:
@@ -148,7 +150,7 @@ def test_the_managers_inventory_uses_overrides_and_what_ray_has_free(nodes: Node
         def free() -> dict[str, int]:
             return {n.name: n.free_gpus for n in inventory_now().nodes}
 
-        wait_until(lambda: free()[nodes.racked[:12]] == 1, 30, message=lambda: str(free()))
+        wait_until(lambda: free()[nodes.racked[:12]] == 0, 30, message=lambda: str(free()))
         assert free()[nodes.head[:12]] == 2
     finally:
         remove_placement_group(group)

@@ -9,7 +9,7 @@ A `KillSwitch` stops the "manager" at a named point, as SIGKILL would.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,8 +123,11 @@ class MemoryRoutes:
         self.table = self.table.with_switch(route, aliases, replaced)
         self.kill.check("switched", route.name)
 
-    def set_held(self, aliases: frozenset[str], ends_at: float | None = None) -> None:
-        self.table = self.table.with_held(aliases, ends_at)
+    def hold(self, holds: Mapping[str, float | None]) -> None:
+        self.table = self.table.with_holds(holds)
+
+    def release(self, aliases: Iterable[str] | None = None) -> None:
+        self.table = self.table.without_holds(aliases)
 
     def in_flight(self, app: str, min_version: int) -> int | None:
         parsed = AppName.parse(app)
@@ -282,7 +285,8 @@ class MemoryNodes:
         )
         claimed = sum(self.serve.slots_per_app.values()) if self.serve else 0
         available = {NODE_ID: {STANDIN_RESOURCE: float(self.slots - claimed), "CPU": 8.0}}
-        return ProbedCluster(facts=(facts,), available=available, problems=())
+        totals = {NODE_ID: {STANDIN_RESOURCE: float(self.slots), "CPU": 8.0}}
+        return ProbedCluster(facts=(facts,), available=available, problems=(), totals=totals)
 
     def weights_report(self, source: str, probed: ProbedCluster) -> WeightsDiskReport:
         return WeightsDiskReport(

@@ -7,7 +7,14 @@ import pytest
 from pydantic import ValidationError
 
 from domain.fleet_file import FleetModelEntry
-from domain.residency import Residency, ResidentModel, eviction_order, idle_to_park
+from domain.residency import (
+    Demand,
+    Residency,
+    ResidentModel,
+    eviction_order,
+    idle_to_park,
+    never_resident_together,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -73,3 +80,15 @@ def test_residency_keys_are_checked_and_sleep_is_refused_as_not_built() -> None:
         FleetModelEntry.model_validate({**base, "park_after_idle_s": 30})
     with pytest.raises(ValidationError, match="greater than 0"):
         FleetModelEntry.model_validate({**base, "residency": "on_demand", "park_after_idle_s": 0})
+
+
+def test_on_demand_models_needing_more_than_the_always_models_leave_are_never_together() -> None:
+    fleet = [
+        Demand("pinned", Residency.ALWAYS, 2),
+        Demand("kimi", Residency.ON_DEMAND, 4),
+        Demand("minimax", Residency.ON_DEMAND, 4),
+        Demand("small", Residency.ON_DEMAND, 2),
+    ]
+    # 8 accelerators, 2 pinned: 6 left for the on-demand models.
+    assert never_resident_together(fleet, 8) == [("kimi", "minimax")]
+    assert never_resident_together(fleet, 10) == []

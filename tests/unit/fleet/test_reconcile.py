@@ -109,7 +109,7 @@ def test_a_restarted_registry_is_filled_again(fleet: Fleet) -> None:
 
 def test_holds_left_by_a_dead_manager_are_released(fleet: Fleet) -> None:
     fleet.engine.run(AddRequest(config=OLD))
-    fleet.cluster.routes.set_held(frozenset({"default"}))
+    fleet.cluster.routes.hold({"default": None})
     fleet.restart()
     assert fleet.cluster.routes.table.held_aliases == frozenset()
 

@@ -12,7 +12,7 @@ import pytest
 from cluster.fleet.ports import AppStatus
 from cluster.fleet.wake_on_request import WakeOnRequest
 from domain.deployment_config import ModelDeploymentConfig
-from domain.fleet_file import FleetModelEntry
+from domain.fleet_file import FleetFile, FleetModelEntry
 from domain.model_state import ModelState
 from domain.operation import Outcome, SwapPhase
 from domain.operation_request import (
@@ -24,6 +24,7 @@ from domain.operation_request import (
     WakeTrigger,
 )
 from serve_apps.registry.routing_table import Forward, Hold, ModelRoute
+from switchyard.fleet_file_report import plan_lines
 from tests.support.fleet_configs import OLD
 from tests.support.memory_cluster import Killed
 from tests.unit.fleet.conftest import NEW, Fleet
@@ -302,6 +303,9 @@ def test_a_wake_parks_the_least_recently_used_on_demand_model_to_make_room(fleet
     # NEW's requests are held for its own next wake, not refused.
     assert isinstance(fleet.cluster.routes.table.resolve(NEW.name), Hold)
     assert fleet.metrics.parks == [(OLD.name, "manual"), (NEW.name, "evicted")]
+    assert result.details.evicted == [NEW.name]
+    journaled = [e for e in fleet.journal.entries() if e.get("event") == "details"]
+    assert journaled[-1]["details"] == {"evicted": [NEW.name]}, "journaled before it parks"
     ((model, mode, trigger, outcome, seconds),) = fleet.metrics.wakes
     assert (model, mode, trigger, outcome) == (OLD.name, "unload", "request", "done")
     assert seconds is not None
@@ -351,3 +355,57 @@ def test_a_residency_change_is_recorded_without_a_redeploy(fleet: Fleet) -> None
     other = _entry(OLD.model_copy(update={"replicas": 2}), **ON_DEMAND)
     refused = fleet.engine.run(ResidencyRequest(name=OLD.name, entry=other))
     assert refused.outcome is Outcome.REJECTED and "that is a swap" in refused.message
+
+
+def test_an_on_demand_model_that_fits_once_the_others_park_is_added_parked(fleet: Fleet) -> None:
+    fleet.cluster.nodes.slots = 1
+    _add(fleet, OLD, **ON_DEMAND)
+    # `layout: auto`: the layout too is chosen as if the others were parked.
+    written = _entry(NEW, **ON_DEMAND).written()
+    del written["layout"]
+    entry = FleetModelEntry.model_validate(written)
+    assert entry.auto_layout
+    dry = fleet.engine.run(AddRequest(config=entry.deployment(), entry=entry, dry_run=True))
+    assert dry.outcome is Outcome.DONE and "parked" in dry.message
+    result = fleet.engine.run(AddRequest(config=entry.deployment(), entry=entry))
+    assert result.outcome is Outcome.DONE and "added parked" in result.message
+    assert OLD.name in result.message, "it names who holds the accelerators"
+    models = fleet.engine.fleet().models
+    assert models[NEW.name].parked and not models[OLD.name].parked, "an add never evicts"
+    assert fleet.cluster.serve.deployed == [G1], "nothing started for it"
+    held = fleet.cluster.routes.table.resolve(NEW.name)
+    assert isinstance(held, Hold) and held.wake is not None, "its first request wakes it"
+    fleet.clock.now += 100
+    woken = fleet.engine.run(WakeRequest(name=NEW.name, trigger=WakeTrigger.REQUEST))
+    assert woken.outcome is Outcome.DONE, woken.message
+    assert fleet.engine.fleet().models[OLD.name].parked
+
+
+def test_an_always_model_must_fit_beside_the_models_resident_now(fleet: Fleet) -> None:
+    fleet.cluster.nodes.slots = 1
+    _add(fleet, OLD, **ON_DEMAND)
+    result = fleet.engine.run(AddRequest(config=NEW, entry=_entry(NEW)))
+    assert result.outcome is Outcome.REJECTED
+    assert NEW.name not in fleet.engine.fleet().models
+
+
+def test_the_plan_adds_parked_and_notes_models_never_resident_together(fleet: Fleet) -> None:
+    fleet.cluster.nodes.slots = 2
+    _add(fleet, OLD, **ON_DEMAND)
+    desired = FleetFile.model_validate(
+        {
+            "models": [
+                _entry(OLD, **ON_DEMAND).written(),
+                {**_entry(NEW, **ON_DEMAND).written(), "layout": "auto"},
+                {**_entry(NEW, **ON_DEMAND).written(), "name": "mini-big", "layout": {"tp": 2}},
+            ]
+        }
+    )
+    plan = fleet.engine.plan(desired).to_json()
+    assert plan["admitted"], plan
+    added = {c["model"]: c for c in plan["changes"]}
+    assert added[NEW.name]["parked"] is False, "it fits beside OLD: started"
+    assert added["mini-big"]["parked"] is True, "it fits once OLD and NEW park"
+    assert plan["never_resident_together"] == [["mini-big", NEW.name], ["mini-big", OLD.name]]
+    lines = "\n".join(plan_lines(plan))
+    assert "added parked" in lines and "never resident together" in lines

@@ -9,6 +9,7 @@ and the routing table, nothing held, the journal closed. In-memory cluster, no R
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pytest
@@ -156,13 +157,13 @@ class TestPredictedHolds:
         serving.engine._ctx.desired.update(state.with_startup(NEW, 900.0))
         published: list[float | None] = []
         routes = serving.cluster.routes
-        set_held = routes.set_held
+        hold = routes.hold
 
-        def watching(aliases: frozenset[str], ends_at: float | None = None) -> None:
-            published.append(ends_at)
-            set_held(aliases, ends_at)
+        def watching(holds: Mapping[str, float | None]) -> None:
+            published.extend(holds.values())
+            hold(holds)
 
-        routes.set_held = watching  # type: ignore[method-assign]
+        routes.hold = watching  # type: ignore[method-assign]
         result = serving.engine.run(SWAP)
         warnings = [e.message for e in result.events if e.message.startswith("warning:")]
         assert len(warnings) == 1 and "about 900 s" in warnings[0], warnings

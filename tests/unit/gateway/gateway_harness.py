@@ -148,7 +148,7 @@ def table_of(
         version=version,
         models={r.name: r for r in routes},
         aliases=dict(aliases or {}),
-        held_aliases=frozenset(held),
+        holds=dict.fromkeys(held),
     )
 
 

@@ -147,7 +147,7 @@ async def test_a_held_request_gets_503_when_the_hold_times_out() -> None:
 
 async def test_a_hold_predicted_longer_than_the_bound_is_refused_at_once_with_its_time() -> None:
     before, _ = swap_tables()
-    long_hold = replace(before, hold_ends_at=time.time() + 120)
+    long_hold = replace(before, holds=dict.fromkeys(before.holds, time.time() + 120))
     async with serving(long_hold, hold_timeout_s=30) as h:
         response = await h.chat({**CHAT, "model": "default"})
         assert h.gateway.held == 0, "refused without waiting"
@@ -161,7 +161,7 @@ async def test_a_hold_predicted_longer_than_the_bound_is_refused_at_once_with_it
 
 async def test_a_hold_predicted_within_the_bound_waits_as_usual() -> None:
     before, after = swap_tables()
-    short_hold = replace(before, hold_ends_at=time.time() + 5)
+    short_hold = replace(before, holds=dict.fromkeys(before.holds, time.time() + 5))
     async with serving(short_hold, hold_timeout_s=30) as h:
         pending = asyncio.create_task(h.chat({**CHAT, "model": "default"}))
         await wait_until_async(lambda: h.gateway.held == 1)

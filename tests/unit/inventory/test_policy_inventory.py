@@ -63,6 +63,17 @@ def test_free_accelerators_are_capped_by_an_overridden_count() -> None:
     assert (inventory.nodes[0].gpus, inventory.nodes[0].free_gpus) == (2, 2)
 
 
+def test_an_overridden_count_is_free_less_what_ray_placements_hold() -> None:
+    # Ray has 8 GPUs there, 7 available: one engine holds one. Of the 2 the override
+    # declares, 1 is free (not min(7, 2)).
+    node = facts(NodeOverride(node_ip="10.0.0.5", gpu_count=2))
+    ray_sees = {node.node_id: {"GPU": 7.0}}
+    inventory = policy_inventory([node], ray_sees, GPU, {node.node_id: {"GPU": 8.0}})
+    assert inventory.nodes[0].free_gpus == 1
+    full = policy_inventory([node], {node.node_id: {}}, GPU, {node.node_id: {"GPU": 8.0}})
+    assert full.nodes[0].free_gpus == 0
+
+
 def test_cpu_fleets_plan_the_declared_standin_slots_and_skip_gpu_nodes() -> None:
     cpu = apply_overrides(cpu_probe(slots=4), (), standin_memory_gib=4.0)
     gpu = facts()

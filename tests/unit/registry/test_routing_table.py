@@ -54,7 +54,7 @@ def test_a_removed_model_without_replacement_says_it_was_removed() -> None:
 
 
 def test_a_held_alias_is_held_even_though_its_target_is_ready() -> None:
-    table = _table().with_held(frozenset({"default"}))
+    table = _table().with_holds({"default": None})
     assert table.resolve("default") == Hold(alias="default")
     # Holding an alias does not hold the model's own name.
     assert isinstance(table.resolve("a"), Forward)
@@ -85,7 +85,7 @@ def test_every_change_makes_a_new_table_with_version_plus_one() -> None:
     assert (base.version, with_a.version) == (7, 8)
     assert with_a.with_alias("x", "a").version == 9
     assert with_a.with_state("a", ModelState.DRAINING).version == 9
-    assert with_a.with_held(frozenset({"x"})).version == 9
+    assert with_a.with_holds({"x": None}).version == 9
     assert with_a.without_model("a").version == 9
 
 
@@ -132,31 +132,32 @@ def test_live_models_are_sorted_and_exclude_tombstones() -> None:
 
 
 def test_a_table_survives_pickling_across_actor_boundaries() -> None:
-    table = _table().with_held(frozenset({"default"})).without_model("b", replaced_by="a")
+    table = _table().with_holds({"default": None}).without_model("b", replaced_by="a")
     assert pickle.loads(pickle.dumps(table)) == table
 
 
 def test_a_switch_moves_aliases_tombstones_old_and_releases_holds_in_one_version() -> None:
-    held = _table().with_alias("chat", "a").with_held(frozenset({"default", "chat"}), 123.0)
+    held = _table().with_alias("chat", "a").with_holds({"default": 123.0, "chat": 123.0})
     switched = held.with_switch(_route("c"), frozenset({"default", "chat"}), "a")
     assert switched.version == held.version + 1
     assert switched.resolve("default") == Forward(route=switched.models["c"])
     assert switched.models["a"].state is ModelState.REMOVED
     assert switched.models["a"].replaced_by == "c"
-    assert switched.held_aliases == frozenset()
-    assert switched.hold_ends_at is None
+    assert switched.holds == {}
 
 
 def test_a_switch_keeps_holds_it_does_not_release() -> None:
-    held = _table().with_held(frozenset({"default", "other"}), 50.0)
+    held = _table().with_holds({"default": 50.0, "other": 70.0})
     switched = held.with_switch(_route("c"), frozenset({"default"}), None)
-    assert switched.held_aliases == frozenset({"other"})
-    assert switched.hold_ends_at == 50.0
+    assert switched.holds == {"other": 70.0}
     assert switched.models["a"].state is ModelState.READY
 
 
-def test_a_hold_carries_its_predicted_end_and_releasing_it_forgets_it() -> None:
-    held = _table().with_held(frozenset({"default"}), 99.5)
-    assert held.hold_ends_at == 99.5
-    assert held.with_held(frozenset()).hold_ends_at is None
-    assert _table().with_held(frozenset({"default"})).hold_ends_at is None
+def test_holds_are_per_alias_each_with_its_own_predicted_end() -> None:
+    held = _table().with_holds({"default": 99.5}).with_holds({"other": None})
+    assert held.resolve("default") == Hold(alias="default", ends_at=99.5)
+    assert held.resolve("other") == Hold(alias="other", ends_at=None)
+    released = held.without_holds(["default"])
+    assert released.holds == {"other": None}
+    assert isinstance(released.resolve("default"), Forward)
+    assert held.without_holds().holds == {}
