@@ -40,7 +40,7 @@ from policies.layout_rules import (
     tensor_parallel_within_node,
 )
 from policies.memory import KvCacheDtype, estimate_memory, with_observed_kv
-from policies.placement import place
+from policies.placement import Placer
 from policies.reasons import Reason, ReasonCode
 from policies.throughput import throughput
 from policies.units import gib
@@ -253,10 +253,13 @@ def admit(
             if request.layout is not None
             else list(_layouts(spec, nodes, request.dcp))
         )
+        placer = Placer(
+            nodes, weights_bytes=weights.total_bytes, cached_on=request.weights_cached_on
+        )
         for layout in layouts:
             settings = _engine_settings(request, gpu, layout)
             candidates.append(
-                _judge(spec, shape, weights, layout, gpu, nodes, request, max_len, settings)
+                _judge(spec, shape, weights, layout, gpu, nodes, placer, request, max_len, settings)
             )
     best = {o: _best(candidates, o) for o in Objective}
     candidates.sort(key=RANKINGS[request.objective])
@@ -313,6 +316,7 @@ def _judge(
     layout: Layout,
     gpu: GpuProfile,
     nodes: tuple[NodeInventory, ...],
+    placer: Placer,
     request: AdmissionRequest,
     max_len: int,
     settings: EngineSettings,
@@ -328,9 +332,7 @@ def _judge(
     valid = not rule_reasons
 
     fit_reasons: list[Reason] = []
-    placement, place_reasons = place(
-        layout, nodes, weights_bytes=weights.total_bytes, cached_on=request.weights_cached_on
-    )
+    placement, place_reasons = placer.place(layout)
     fit_reasons.extend(place_reasons)
     memory = estimate_memory(
         spec,
@@ -445,11 +447,13 @@ def _layouts(
     """Powers of two for TP, PP and DP (plus a whole node's GPU count for TP), up to the
     pool's GPUs; expert parallel where there are experts and more than one MoE rank; DCP
     sizes (powers of two up to TP) for MLA, and for GQA where TP exceeds the KV heads. With
-    `dcp` given, only that size (on every TP it could divide)."""
+    `dcp` given, only that size (on every TP it could divide). No TP beyond the attention
+    heads: vLLM refuses every one (heads % TP), and on a large cluster they were most of
+    the candidates (TP 64 to 4,096 on 512 nodes of 8)."""
     total = sum(n.gpus for n in nodes)
     per_node = max(n.gpus for n in nodes)
     tps = sorted({*_powers_of_two(total), per_node} - {0})
-    tps = [t for t in tps if t <= total]
+    tps = [t for t in tps if t <= min(total, spec.attention.num_heads)]
     for tp in tps:
         for dcp_size in _dcp_sizes(spec, tp, dcp):
             for pp in _powers_of_two(min(total // tp, spec.num_layers)):

@@ -24,6 +24,7 @@ Its job is ranking: on PCIe it shows why high-TP MLA layouts (two all-reduces pe
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from math import comb
 
 from policies.checkpoint.model_spec import ModelSpec
@@ -134,32 +135,53 @@ def _active_expert_bytes(model: ModelBytes, experts: int, layout: Layout) -> int
     return ceil_div(k * per_expert, group)
 
 
+@lru_cache(maxsize=4096)
 def expected_busiest_rank_experts(num_experts: int, k: int, ranks: int) -> float:
     """E[max over ranks of the routed experts a rank holds] when a token picks k distinct
     experts uniformly among `num_experts` spread over `ranks` ranks as evenly as they go
     (vLLM gives the first num_experts % ranks ranks one more): the sum over m >= 1 of
     P(max >= m), with P(max < m) counted exactly as the ways to pick k experts with fewer
     than m on every rank over C(num_experts, k). Routers are trained towards balance, so
-    uniform is the optimistic case a ceiling wants."""
+    uniform is the optimistic case a ceiling wants.
+
+    The ways are the coefficient of x^k in the product of one polynomial per rank, and the
+    ranks hold one of two sizes: each size's polynomial is raised to its count by squaring,
+    so the cost grows with log(ranks), not ranks (a plan over 512 nodes asks for EP
+    groups of thousands). Cached: a plan asks the same few triples for every candidate."""
     k = min(k, num_experts)
     if k <= 0:
         return 0.0
     if ranks <= 1:
         return float(k)
     base, extra = divmod(num_experts, ranks)
-    held = [base + 1] * extra + [base] * (ranks - extra)
     total = comb(num_experts, k)
     expected = 0.0
     for m in range(1, k + 1):
-        # ways[j]: picks of j experts over the ranks seen so far, each holding fewer than m.
-        ways = [1] + [0] * k
-        for size in held:
-            ways = [
-                sum(ways[j - c] * comb(size, c) for c in range(min(m - 1, j, size) + 1))
-                for j in range(k + 1)
-            ]
+        # Picks of j experts on one rank of `size` experts, fewer than m of them: C(size, j).
+        ways = _power(_rank_ways(base + 1, m, k), extra, k)
+        ways = _times(ways, _power(_rank_ways(base, m, k), ranks - extra, k), k)
         expected += 1.0 - ways[k] / total
     return expected
+
+
+def _rank_ways(size: int, m: int, k: int) -> list[int]:
+    return [comb(size, c) if c < m else 0 for c in range(k + 1)]
+
+
+def _times(a: list[int], b: list[int], k: int) -> list[int]:
+    """The product of two polynomials, cut after x^k."""
+    return [sum(a[i] * b[j - i] for i in range(j + 1)) for j in range(k + 1)]
+
+
+def _power(poly: list[int], n: int, k: int) -> list[int]:
+    """`poly` to the n-th power, cut after x^k (by squaring)."""
+    result = [1] + [0] * k
+    while n:
+        if n & 1:
+            result = _times(result, poly, k)
+        poly = _times(poly, poly, k)
+        n >>= 1
+    return result
 
 
 _VARIANCE_BYTES = 2 * 4

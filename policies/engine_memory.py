@@ -199,7 +199,7 @@ def cuda_graph_bytes(
         return 0
     sizes = capture_sizes(settings, gpu)
     full = sum(1 for s in sizes if s <= settings.max_num_seqs) if settings.full_cuda_graphs else 0
-    moe_layers = _moe_layers_in(spec, layers)
+    moe_layers = moe_layers_in(spec, layers)
     per_dense = settings.constants.graph_bytes_per_dense_layer
     per_graph = (
         moe_layers * _MOE_LAYER_GRAPH_FACTOR * per_dense + (len(layers) - moe_layers) * per_dense
@@ -208,7 +208,7 @@ def cuda_graph_bytes(
     return first + (len(sizes) + full - 1) * per_graph
 
 
-def _moe_layers_in(spec: ModelSpec, layers: range) -> int:
+def moe_layers_in(spec: ModelSpec, layers: range) -> int:
     if spec.moe is None:
         return 0
     # MoE models put their dense layers first (first_k_dense_replace).
@@ -272,7 +272,7 @@ def non_kv_breakdown(
     last_stage: bool,
 ) -> Mapping[str, int]:
     """Every term of one stage's GPU but the KV cache, keyed by `MemoryTerm`."""
-    has_moe = _moe_layers_in(spec, layers) > 0
+    has_moe = moe_layers_in(spec, layers) > 0
     terms = {
         MemoryTerm.WEIGHTS: weights_bytes,
         MemoryTerm.MOE_WORKSPACE: (

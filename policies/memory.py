@@ -18,7 +18,7 @@ from enum import StrEnum
 
 from policies.checkpoint.model_spec import ModelSpec
 from policies.checkpoint.parameters import LayerBytes, ModelBytes
-from policies.engine_memory import EngineSettings, MemoryTerm, non_kv_breakdown
+from policies.engine_memory import EngineSettings, MemoryTerm, moe_layers_in, non_kv_breakdown
 from policies.inventory import GpuProfile, Interconnect
 from policies.layout import Layout
 from policies.units import ceil_div
@@ -226,16 +226,23 @@ def estimate_memory(
     fits: list[int] = []
     free_by_stage: list[int] = []
     breakdowns: list[Mapping[str, int]] = []
+    # A stage's terms depend on its weights, its layer count, its MoE layers and whether it
+    # is the last: deep pipelines repeat the same stage many times.
+    same_stage: dict[tuple[int, int, int, bool], Mapping[str, int]] = {}
     for index, (layers, stage_weights) in enumerate(zip(stages, weights, strict=True)):
-        terms = non_kv_breakdown(
-            spec,
-            layout,
-            gpu,
-            settings,
-            weights_bytes=stage_weights,
-            layers=layers,
-            last_stage=index == len(stages) - 1,
-        )
+        last = index == len(stages) - 1
+        key = (stage_weights, len(layers), moe_layers_in(spec, layers), last)
+        terms = same_stage.get(key)
+        if terms is None:
+            terms = same_stage[key] = non_kv_breakdown(
+                spec,
+                layout,
+                gpu,
+                settings,
+                weights_bytes=stage_weights,
+                layers=layers,
+                last_stage=last,
+            )
         breakdowns.append(terms)
         free = max(0, budget - sum(terms.values()))
         if kv_cache_memory_bytes is not None and free > 0:

@@ -40,56 +40,98 @@ def place(
     cached_on: frozenset[str] = frozenset(),
 ) -> tuple[Placement | None, tuple[Reason, ...]]:
     """Place the layout's TP groups; returns the placement or why it cannot be made."""
+    return Placer(nodes, weights_bytes=weights_bytes, cached_on=cached_on).place(layout)
 
-    def disk_ok(node: NodeInventory) -> bool:
+
+LISTED_NODES = 8
+"""A refusal names each node's free GPUs up to this many nodes; beyond, it counts the nodes
+of each free/total pair (a 512-node refusal stays one line)."""
+
+
+class Placer:
+    """One pool's nodes as placement reads them, ordered once: admission places every
+    candidate layout on the same nodes, and ordering hundreds of nodes for each of
+    thousands of candidates was most of a large cluster's plan."""
+
+    def __init__(
+        self,
+        nodes: Sequence[NodeInventory],
+        *,
+        weights_bytes: int,
+        cached_on: frozenset[str] = frozenset(),
+    ) -> None:
+        self._nodes = tuple(nodes)
+        self._weights_bytes = weights_bytes
+        self._cached_on = cached_on
+        self._order = sorted(nodes, key=lambda n: (not self._disk_ok(n), -n.free_gpus, n.name))
+        self._max_gpus = max(n.gpus for n in nodes)
+        size = self._nodes[0].gpus
+        self._node_size = size if all(n.gpus == size for n in nodes) else None
+        self._whole_free = [n.name for n in self._order if n.free_gpus == n.gpus]
+        self._by_name = {n.name: n for n in nodes}
+        self._short_of_disk = {n.name for n in nodes if not self._disk_ok(n)}
+
+    def _disk_ok(self, node: NodeInventory) -> bool:
         return (
-            node.storage_id in cached_on
+            node.storage_id in self._cached_on
             or node.disk_free_bytes is None
-            or node.disk_free_bytes >= weights_bytes
+            or node.disk_free_bytes >= self._weights_bytes
         )
 
-    order = sorted(nodes, key=lambda n: (not disk_ok(n), -n.free_gpus, n.name))
-    groups_needed = layout.pp * layout.dp
-    tp = layout.tp
-    groups: list[tuple[str, ...]] = []
-    if tp <= max(n.gpus for n in nodes):
-        for node in order:
-            fit = min(node.free_gpus // tp, groups_needed - len(groups))
-            groups.extend((node.name,) for _ in range(fit))
-    else:
-        # TP spans nodes: only whole, fully free nodes of one size can form a group.
-        size = nodes[0].gpus
-        if all(n.gpus == size for n in nodes) and tp % size == 0:
-            per_group = tp // size
-            free_nodes = [n.name for n in order if n.free_gpus == n.gpus]
+    def place(self, layout: Layout) -> tuple[Placement | None, tuple[Reason, ...]]:
+        """Place the layout's TP groups; the placement or why it cannot be made."""
+        groups_needed = layout.pp * layout.dp
+        tp = layout.tp
+        groups: list[tuple[str, ...]] = []
+        if tp <= self._max_gpus:
+            for node in self._order:
+                if len(groups) == groups_needed:
+                    break
+                fit = min(node.free_gpus // tp, groups_needed - len(groups))
+                groups.extend((node.name,) for _ in range(fit))
+        elif self._node_size is not None and tp % self._node_size == 0:
+            # TP spans nodes: only whole, fully free nodes of one size can form a group.
+            per_group = tp // self._node_size
+            free_nodes = self._whole_free
             while len(groups) < groups_needed and len(free_nodes) >= per_group:
                 groups.append(tuple(free_nodes[:per_group]))
                 free_nodes = free_nodes[per_group:]
-    if len(groups) < groups_needed:
-        free = ", ".join(f"{n.name} {n.free_gpus}/{n.gpus}" for n in nodes)
-        return None, (
-            Reason(
-                ReasonCode.NOT_ENOUGH_GPUS,
-                f"{layout} needs {groups_needed} group(s) of {tp} GPUs on one node each "
-                f"({layout.total_gpus} GPUs); free GPUs per node: {free}.",
-            ),
-        )
-    placement = Placement(groups=tuple(groups))
-    by_name = {n.name: n for n in nodes}
-    reasons = []
-    checked: set[str] = set()
-    for name in placement.nodes:
-        node = by_name[name]
-        if node.storage_id in checked or disk_ok(node):
-            checked.add(node.storage_id)
-            continue
-        checked.add(node.storage_id)
-        free_bytes = node.disk_free_bytes or 0
-        reasons.append(
-            Reason(
-                ReasonCode.DISK_INSUFFICIENT,
-                f"weights need {gib(weights_bytes):.1f} GiB of disk but node {name} has "
-                f"{gib(free_bytes):.1f} GiB free.",
+        if len(groups) < groups_needed:
+            return None, (
+                Reason(
+                    ReasonCode.NOT_ENOUGH_GPUS,
+                    f"{layout} needs {groups_needed} group(s) of {tp} GPUs on one node each "
+                    f"({layout.total_gpus} GPUs); free GPUs per node: {self._free_text()}.",
+                ),
             )
+        placement = Placement(groups=tuple(groups))
+        if not self._short_of_disk:
+            return placement, ()
+        reasons = []
+        checked: set[str] = set()
+        for name in placement.nodes:
+            node = self._by_name[name]
+            if node.storage_id in checked or name not in self._short_of_disk:
+                checked.add(node.storage_id)
+                continue
+            checked.add(node.storage_id)
+            free_bytes = node.disk_free_bytes or 0
+            reasons.append(
+                Reason(
+                    ReasonCode.DISK_INSUFFICIENT,
+                    f"weights need {gib(self._weights_bytes):.1f} GiB of disk but node {name} "
+                    f"has {gib(free_bytes):.1f} GiB free.",
+                )
+            )
+        return placement, tuple(reasons)
+
+    def _free_text(self) -> str:
+        if len(self._nodes) <= LISTED_NODES:
+            return ", ".join(f"{n.name} {n.free_gpus}/{n.gpus}" for n in self._nodes)
+        counts: dict[tuple[int, int], int] = {}
+        for n in self._nodes:
+            counts[(n.free_gpus, n.gpus)] = counts.get((n.free_gpus, n.gpus), 0) + 1
+        return ", ".join(
+            f"{count} nodes {free}/{gpus}"
+            for (free, gpus), count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
         )
-    return placement, tuple(reasons)

@@ -279,3 +279,30 @@ def test_json_has_exactly_the_issues_shape(minimax_on_rtx: Decision) -> None:
 def test_bad_requests_are_refused_before_anything_is_judged(kwargs: dict[str, float]) -> None:
     with pytest.raises(InvalidRequest):
         AdmissionRequest(**kwargs)  # type: ignore[arg-type]
+
+
+# --- At cluster scale ----------------------------------------------------------------------
+
+
+def test_no_layout_with_more_tp_than_attention_heads_is_listed(minimax: ModelSpec) -> None:
+    # vLLM refuses them all (heads % TP); on 512 nodes they were most of the candidates.
+    big = ClusterInventory.homogeneous("h100", 512, 8, 1200)
+    decision = admit(minimax, None, big, AdmissionRequest())
+    assert decision.admitted
+    assert max(c.layout.tp for c in decision.candidates) <= minimax.attention.num_heads
+
+
+def test_candidates_grow_with_the_log_of_the_cluster_not_its_nodes(minimax: ModelSpec) -> None:
+    def count(nodes: int) -> int:
+        inventory = ClusterInventory.homogeneous("h100", nodes, 8, 1200)
+        return len(admit(minimax, None, inventory, AdmissionRequest()).candidates)
+
+    # Eight times the nodes: powers of two for DP and PP add a few sizes each.
+    assert count(512) < 2 * count(64)
+
+
+def test_a_refusal_on_many_nodes_counts_them_instead_of_naming_each(minimax: ModelSpec) -> None:
+    busy = ClusterInventory.homogeneous("h100", 64, 8, 1200, free_gpus_per_node=2)
+    decision = admit(minimax, None, busy, AdmissionRequest(layout=Layout(tp=4)))
+    (reason,) = [r for r in decision.candidates[0].reasons if r.code == ReasonCode.NOT_ENOUGH_GPUS]
+    assert reason.message.endswith("free GPUs per node: 64 nodes 2/8.")

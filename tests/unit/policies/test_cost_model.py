@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from math import comb
+
+import pytest
 
 from policies.checkpoint.model_spec import ModelSpec
 from policies.checkpoint.parameters import model_bytes
@@ -128,6 +131,34 @@ def test_with_expert_parallel_a_token_waits_for_the_rank_holding_most_of_its_exp
     assert abs(expected_busiest_rank_experts(5, 2, 2) - 1.4) < 1e-12
     # MiniMax-M2.5 (8 of 256) on TP4 + EP: 3.5 experts on the busiest rank, not 8 / 4.
     assert 3.4 < expected_busiest_rank_experts(256, 8, 4) < 3.6
+
+
+def _busiest_rank_one_rank_at_a_time(num_experts: int, k: int, ranks: int) -> float:
+    """The same expectation, counted rank by rank (the definition, slow for many ranks)."""
+    base, extra = divmod(num_experts, ranks)
+    held = [base + 1] * extra + [base] * (ranks - extra)
+    expected = 0.0
+    for m in range(1, k + 1):
+        ways = [1] + [0] * k
+        for size in held:
+            ways = [
+                sum(ways[j - c] * comb(size, c) for c in range(min(m - 1, j, size) + 1))
+                for j in range(k + 1)
+            ]
+        expected += 1.0 - ways[k] / comb(num_experts, k)
+    return expected
+
+
+@pytest.mark.parametrize(
+    ("experts", "k", "ranks"), [(256, 8, 3), (384, 8, 7), (256, 8, 64), (10, 3, 4), (160, 6, 96)]
+)
+def test_the_busiest_rank_is_counted_by_rank_sizes_as_it_is_rank_by_rank(
+    experts: int, k: int, ranks: int
+) -> None:
+    fast = expected_busiest_rank_experts(experts, k, ranks)
+    assert abs(fast - _busiest_rank_one_rank_at_a_time(experts, k, ranks)) < 1e-12
+    # Thousands of EP ranks (a plan over 512 nodes of 8) are counted, not refused.
+    assert expected_busiest_rank_experts(384, 8, 4096) == 1.0
 
 
 def test_expert_parallel_prices_the_busiest_rank_above_an_even_split(minimax: ModelSpec) -> None:
