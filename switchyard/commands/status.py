@@ -158,7 +158,8 @@ def run(args: argparse.Namespace) -> int:
         return ExitCode.OK
     _add_live_metrics(status, state_dir, args)
     from rich.console import Console
-    from rich.table import Table
+
+    from switchyard.status_table import MODEL_COLUMNS, model_rows, print_table_or_blocks
 
     console = Console()
     console.print(
@@ -174,19 +175,7 @@ def run(args: argparse.Namespace) -> int:
                 for e in status.endpoints
             )
         )
-    table = Table("model", "aliases", "state", "layout", "replicas", "source", "tok/s", "TTFT p95")
-    for m in status.models:
-        table.add_row(
-            m.name,
-            ", ".join(m.aliases),
-            m.state,
-            m.layout,
-            str(m.replicas),
-            m.source,
-            "-" if m.generated_tok_s is None else f"{m.generated_tok_s:.1f}",
-            "-" if m.ttft_p95_s is None else f"{m.ttft_p95_s * 1000:.0f} ms",
-        )
-    console.print(table)
+    print_table_or_blocks(console, MODEL_COLUMNS, model_rows(status.models))
     on_demand = [m for m in status.models if m.residency == "on_demand"]
     woken = [m for m in status.models if m.last_wake_s is not None]
     if on_demand or woken:
@@ -284,12 +273,12 @@ def _source_text(metrics: MetricsStatus) -> str:
 
 def _print_inventory(console: Any, inventory: dict[str, Any] | None) -> None:
     """One row per node; values an operator override set are marked with '*'."""
-    from rich.table import Table
+    from switchyard.status_table import print_table_or_blocks
 
     if inventory is None:
         console.print("inventory: no manager runs")
         return
-    table = Table(
+    columns = (
         "node",
         "ip",
         "accelerators",
@@ -298,25 +287,27 @@ def _print_inventory(console: Any, inventory: dict[str, Any] | None) -> None:
         "interconnect",
         "disk free",
         "RAM",
-        title="inventory (* = overridden)",
     )
+    rows = []
     for node in inventory["nodes"]:
         changed = set(node["overridden"])
 
         def mark(value: str, *fields: str, changed: set[str] = changed) -> str:
             return f"{value}*" if changed.intersection(fields) else value
 
-        table.add_row(
-            node["node"],
-            node["node_ip"],
-            mark(f"{node['gpu_count']} {node['accelerator']}", "gpu_count"),
-            mark(node["gpu_model"] or "-", "gpu_model"),
-            mark(_gib(node["gpu_memory_bytes"]), "gpu_memory_bytes", "gpu_model"),
-            mark(node["interconnect"] or "-", "interconnect"),
-            mark(_gib(node["disk_free_bytes"]), "disk_free_bytes"),
-            mark(_gib(node["host_ram_bytes"]), "host_ram_bytes"),
+        rows.append(
+            (
+                node["node"],
+                node["node_ip"],
+                mark(f"{node['gpu_count']} {node['accelerator']}", "gpu_count"),
+                mark(node["gpu_model"] or "-", "gpu_model"),
+                mark(_gib(node["gpu_memory_bytes"]), "gpu_memory_bytes", "gpu_model"),
+                mark(node["interconnect"] or "-", "interconnect"),
+                mark(_gib(node["disk_free_bytes"]), "disk_free_bytes"),
+                mark(_gib(node["host_ram_bytes"]), "host_ram_bytes"),
+            )
         )
-    console.print(table)
+    print_table_or_blocks(console, columns, rows, title="inventory (* = overridden)")
     for problem in inventory["problems"]:
         console.print(f"inventory: {problem}")
 
