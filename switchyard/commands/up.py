@@ -99,6 +99,22 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--state-dir", type=Path, default=None)
     parser.add_argument("--ray-port", type=int, default=6379, help="port of a local Ray head")
     parser.add_argument(
+        "--standin-slots",
+        type=int,
+        default=None,
+        metavar="N",
+        help="CPU stand-in accelerator slots a local head declares (default 4): each CPU "
+        "engine replica holds one per accelerator of its layout",
+    )
+    parser.add_argument(
+        "--num-cpus",
+        type=int,
+        default=None,
+        metavar="N",
+        help="logical CPUs a local head declares (default 8): Serve's controller, proxy and "
+        "gateway and every model replica hold one, whatever the machine has",
+    )
+    parser.add_argument(
         "--gcs-store",
         default=None,
         metavar="STORE",
@@ -153,6 +169,25 @@ def _gcs_store(args: argparse.Namespace) -> dict[str, Any]:
     store = parse_gcs_store(text)
     store_password(password_env)
     return {"gcs_store": store.to_text(), "gcs_store_password_env": password_env}
+
+
+def _declared_capacity(args: argparse.Namespace) -> dict[str, Any]:
+    """`--standin-slots` / `--num-cpus`: what a local head declares it can hold."""
+    given = {
+        key: value
+        for key, value in (
+            ("standin_slots", getattr(args, "standin_slots", None)),
+            ("num_cpus", getattr(args, "num_cpus", None)),
+        )
+        if value is not None
+    }
+    if given and (args.address or os.environ.get("RAY_ADDRESS")):
+        flag = "--standin-slots" if "standin_slots" in given else "--num-cpus"
+        raise UserInputError(
+            f"{flag}: a joined cluster's nodes declare their own resources (ray start "
+            "--num-cpus / --resources); this sets a local head's only"
+        )
+    return given
 
 
 def _api_keys(args: argparse.Namespace) -> list[str]:
@@ -306,6 +341,7 @@ def build_config(args: argparse.Namespace, fleet: Any = None) -> Any:
                     "port": args.ray_port,
                     "dashboard_port": args.dashboard_port,
                     **_gcs_store(args),
+                    **_declared_capacity(args),
                 },
                 "ray_auth_mode": os.environ.get("RAY_AUTH_MODE") or None,
                 "keys_file": getattr(args, "keys", None),

@@ -173,3 +173,16 @@ def test_a_fleet_file_starts_no_model_of_its_own() -> None:
 def test_a_fleet_file_with_model_flags_is_refused(flags: tuple[str, ...]) -> None:
     message = _refusal("--file", "fleet.yaml", *flags)
     assert message.startswith(f"-f/--file: {flags[0]} cannot be given with a fleet file")
+
+
+def test_a_local_head_declares_the_slots_and_cpus_asked_for() -> None:
+    head = _config("--standin-slots", "32", "--num-cpus", "64").local_head
+    assert (head.standin_slots, head.num_cpus) == (32, 64)
+    default = _config().local_head
+    assert (default.standin_slots, default.num_cpus) == (4, 8)
+
+
+def test_declared_capacity_is_refused_for_a_joined_cluster_and_out_of_range() -> None:
+    joined = _refusal("--address", "10.0.0.1:6379", "--num-cpus", "16")
+    assert joined.startswith("--num-cpus: a joined cluster's nodes declare their own")
+    assert "local_head.standin_slots: 5000 is not allowed" in _refusal("--standin-slots", "5000")
