@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
+from domain.alias_map import aliases_by_model
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
 from domain.engine_capacity import CapacityFigures, ModelCapacity
@@ -97,6 +98,10 @@ class FleetState(BaseModel):
 
     def aliases_of(self, name: str) -> tuple[str, ...]:
         return tuple(sorted(a for a, m in self.aliases.items() if m == name))
+
+    def aliases_by_model(self) -> dict[str, tuple[str, ...]]:
+        """Each model's aliases, sorted (domain/alias_map.py)."""
+        return aliases_by_model(self.aliases)
 
     def with_generation(self, app: AppName) -> FleetState:
         generations = {

@@ -70,8 +70,9 @@ class FleetContext:
 
     def point_aliases(self, aliases: Iterable[str], name: str) -> None:
         """The one place aliases are written to the routing table."""
-        for alias in aliases:
-            self.ports.routes.set_alias(alias, name)
+        moving = dict.fromkeys(aliases, name)
+        if moving:
+            self.ports.routes.set_aliases(moving)
 
     def release_holds(self, aliases: Iterable[str] | None = None) -> None:
         """The holds of `aliases` end (None: every hold, as after a restart)."""

@@ -149,10 +149,11 @@ class FleetEngine:
     def export(self) -> list[FleetModelEntry]:
         """Each live model's entry as asked for, with the aliases it has now."""
         state = self._ctx.desired.state
+        by_model = state.aliases_by_model()
         entries = []
         for name, model in sorted(state.models.items()):
             entry = model.requested
-            aliases = state.aliases_of(name)
+            aliases = by_model.get(name, ())
             if aliases != entry.aliases:
                 entry = FleetModelEntry.model_validate(
                     {**entry.model_dump(mode="json", exclude_unset=True), "aliases": aliases}

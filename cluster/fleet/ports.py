@@ -90,7 +90,8 @@ class RoutePort(Protocol):
     def remove_route(self, name: str, replaced_by: str | None = None) -> None:
         """`name` becomes a tombstone (naming its replacement); its aliases are dropped."""
 
-    def set_alias(self, alias: str, name: str) -> None: ...
+    def set_aliases(self, aliases: Mapping[str, str]) -> None:
+        """Each alias pointing at its model, in one routing-table version."""
 
     def switch(self, route: ModelRoute, aliases: frozenset[str], replaced: str | None) -> None:
         """`route` READY and serving `aliases`, the model it replaces a tombstone naming it,

@@ -256,9 +256,9 @@ def republish(ctx: FleetContext) -> None:
             # A registry rebuilt while this model has no replica: listed, and 503 (not 404)
             # until the health watch sees it running again.
             routes.put_route(model_route(model.app, model.config, ModelState.DEGRADED))
-    for alias, name in desired.aliases.items():
-        if table.aliases.get(alias) != name:
-            routes.set_alias(alias, name)
+    moved = {a: n for a, n in desired.aliases.items() if table.aliases.get(a) != n}
+    if moved:
+        routes.set_aliases(moved)
     if table.held_aliases:
         ctx.release_holds()
     wanted = {m.app.app for m in desired.models.values() if not m.parked}

@@ -39,8 +39,8 @@ class RegistryRoutes:
     def remove_route(self, name: str, replaced_by: str | None = None) -> None:
         self._call("remove_model", name, replaced_by)
 
-    def set_alias(self, alias: str, name: str) -> None:
-        self._call("set_alias", alias, name)
+    def set_aliases(self, aliases: Mapping[str, str]) -> None:
+        self._call("set_aliases", dict(aliases))
 
     def switch(self, route: ModelRoute, aliases: frozenset[str], replaced: str | None) -> None:
         self._call("switch", route, aliases, replaced)

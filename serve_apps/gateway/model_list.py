@@ -19,6 +19,7 @@ def model_list(table: RoutingTable, may_use: MayUse = _everything) -> dict[str, 
     """Every live model (with its state, aliases and layout), then one entry per alias;
     only those `may_use` allows (a tenant key sees what it may call, nothing else)."""
     data: list[dict[str, Any]] = []
+    by_model = table.aliases_by_model()
     for route in table.live_models():
         if not may_use(route.name, route.name):
             continue
@@ -29,7 +30,7 @@ def model_list(table: RoutingTable, may_use: MayUse = _everything) -> dict[str, 
                 "created": 0,
                 "owned_by": "switchyard",
                 "state": route.state.value,
-                "aliases": [a for a in table.aliases_of(route.name) if may_use(a, route.name)],
+                "aliases": [a for a in by_model.get(route.name, ()) if may_use(a, route.name)],
                 "layout": route.layout,
             }
         )

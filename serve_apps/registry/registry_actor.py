@@ -215,6 +215,9 @@ class FleetRegistry:
     async def set_alias(self, alias: str, name: str) -> RoutingTable:
         return await self._publish(lambda t: t.with_alias(alias, name))
 
+    async def set_aliases(self, aliases: dict[str, str]) -> RoutingTable:
+        return await self._publish(lambda t: t.with_aliases(aliases))
+
     async def switch(
         self, route: ModelRoute, aliases: frozenset[str], replaced: str | None
     ) -> RoutingTable:

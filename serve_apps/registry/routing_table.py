@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from domain.alias_map import aliases_by_model
 from domain.model_state import ModelState
 
 
@@ -84,9 +85,12 @@ class RoutingTable:
         return replace(table, aliases=aliases)
 
     def with_alias(self, alias: str, name: str) -> RoutingTable:
-        aliases = dict(self.aliases)
-        aliases[alias] = name
-        return replace(self, version=self.version + 1, aliases=aliases)
+        return self.with_aliases({alias: name})
+
+    def with_aliases(self, aliases: Mapping[str, str]) -> RoutingTable:
+        """Every alias of `aliases` pointing at its model, in one version (a model's
+        thousand aliases are one table change, not a thousand)."""
+        return replace(self, version=self.version + 1, aliases={**self.aliases, **aliases})
 
     def with_switch(
         self, route: ModelRoute, aliases: Iterable[str], replaced: str | None
@@ -130,6 +134,10 @@ class RoutingTable:
 
     def aliases_of(self, name: str) -> tuple[str, ...]:
         return tuple(sorted(a for a, m in self.aliases.items() if m == name))
+
+    def aliases_by_model(self) -> dict[str, tuple[str, ...]]:
+        """Each model's aliases, sorted (domain/alias_map.py)."""
+        return aliases_by_model(self.aliases)
 
     def live_models(self) -> tuple[ModelRoute, ...]:
         """Models that exist now (every state but REMOVED), sorted by name."""

@@ -63,10 +63,11 @@ def status_report(address: str, registry: RegistryApi, manager: ManagerApi | Non
 
     seen = registry.view()
     table, facts, tenants = seen.table, seen.facts, seen.tenants
+    by_model = table.aliases_by_model()
     models = [
         ModelStatus(
             name=r.name,
-            aliases=list(table.aliases_of(r.name)),
+            aliases=list(by_model.get(r.name, ())),
             state=r.state.value,
             layout=r.layout,
             source=r.source,

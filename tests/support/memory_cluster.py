@@ -115,8 +115,8 @@ class MemoryRoutes:
     def remove_route(self, name: str, replaced_by: str | None = None) -> None:
         self.table = self.table.without_model(name, replaced_by)
 
-    def set_alias(self, alias: str, name: str) -> None:
-        self.table = self.table.with_alias(alias, name)
+    def set_aliases(self, aliases: Mapping[str, str]) -> None:
+        self.table = self.table.with_aliases(aliases)
 
     def switch(self, route: ModelRoute, aliases: frozenset[str], replaced: str | None) -> None:
         self.kill.check("switch", route.name)

@@ -161,3 +161,12 @@ def test_holds_are_per_alias_each_with_its_own_predicted_end() -> None:
     assert released.holds == {"other": None}
     assert isinstance(released.resolve("default"), Forward)
     assert held.without_holds().holds == {}
+
+
+def test_many_aliases_move_in_one_version_and_are_listed_per_model_in_one_pass() -> None:
+    table = _table()
+    moved = table.with_aliases({f"alias-{i:04d}": "a" for i in range(1000)})
+    assert moved.version == table.version + 1
+    by_model = moved.aliases_by_model()
+    assert len(by_model["a"]) == 1000 + len(table.aliases_of("a"))
+    assert by_model["a"] == moved.aliases_of("a"), "the same, sorted, as one model at a time"
