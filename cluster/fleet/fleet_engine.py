@@ -30,6 +30,7 @@ from cluster.fleet.reconcile import reconcile, republish
 from cluster.fleet.residency import park, publish_parked, resident_models, wake
 from cluster.fleet.swap_flow import swap
 from cluster.inventory.policy_inventory import policy_inventory
+from domain.accelerator_claims import summed_claims
 from domain.deployment_config import ModelDeploymentConfig
 from domain.fleet_file import FleetFile, FleetModelEntry
 from domain.fleet_file_diff import diff_fleet
@@ -322,12 +323,11 @@ class FleetEngine:
         added on demand may count free, since a wake parks them to make room."""
         ctx = self._ctx
         resource = ctx.settings.accelerator_resource
-        claims: dict[str, int] = {}
-        for name in self._resident_on_demand():
-            app = ctx.desired.state.models[name].app.app
-            for node, count in ctx.ports.serve.claimed_by(app, resource).items():
-                claims[node] = claims.get(node, 0) + count
-        return claims
+        models = ctx.desired.state.models
+        return summed_claims(
+            ctx.ports.serve.claimed_by(models[name].app.app, resource)
+            for name in self._resident_on_demand()
+        )
 
     def _resident_on_demand(self) -> list[str]:
         return sorted(

@@ -19,6 +19,7 @@ from typing import Any
 from cluster.fleet.admission_gate import auto_layout_of, decide
 from cluster.fleet.deployment_resolution import resolve_deployment
 from cluster.fleet.preflight import refusals
+from domain.accelerator_claims import summed_claims
 from domain.deployment_config import AcceleratorConfig, LayoutConfig, ModelDeploymentConfig
 from domain.engine_capacity import CapacityFigures
 from domain.fleet_file import FleetModelEntry
@@ -65,12 +66,7 @@ class _Cluster:
     (its first request's wake parks them), as `add` does."""
 
     def parkable(self, besides: str | None) -> Claims:
-        total: Claims = {}
-        for name, claims in self.on_demand.items():
-            if name != besides:
-                for node, count in claims.items():
-                    total[node] = total.get(node, 0) + count
-        return total
+        return summed_claims(c for name, c in self.on_demand.items() if name != besides)
 
     def free(self, claims: Mapping[str, int]) -> None:
         self._adjust(claims, +1)

@@ -18,6 +18,7 @@ from cluster.fleet.fleet_context import FleetContext
 from cluster.fleet.operation_recorder import OperationRecorder
 from cluster.inventory.policy_inventory import policy_inventory
 from cluster.inventory.records import ProbedCluster
+from domain.accelerator_claims import summed_claims
 from domain.deployment_config import ModelDeploymentConfig
 from domain.engine_capacity import CapacityFigures, ModelCapacity
 from domain.fleet_state import FleetState
@@ -88,9 +89,7 @@ def preflight(
     checked = _resolve_and_admit(ctx, op, config, staged, freed, auto_layout, objective)
     if checked.admitted or not parkable:
         return checked
-    both = dict(freed or {})
-    for node, count in parkable.items():
-        both[node] = both.get(node, 0) + count
+    both = summed_claims((freed or {}, parkable))
     again = _resolve_and_admit(ctx, op, config, staged, both, auto_layout, objective)
     return replace(again, once_parked=True) if again.admitted else checked
 

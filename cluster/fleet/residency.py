@@ -28,6 +28,7 @@ from cluster.fleet.operation_recorder import OperationRecorder
 from cluster.fleet.ports import AppStatus, DeployFailed
 from cluster.fleet.preflight import PreflightResult, preflight
 from cluster.fleet.swap_flow import drain
+from domain.accelerator_claims import summed_claims
 from domain.app_name import AppName
 from domain.fleet_state import FleetModel
 from domain.model_state import ModelState
@@ -222,8 +223,7 @@ def _room_for(ctx: FleetContext, op: OperationRecorder, model: FleetModel) -> Ro
     chosen: list[FleetModel] = []
     for name in order:
         victim = state.models[name]
-        for node, count in ctx.ports.serve.claimed_by(victim.app.app, resource).items():
-            freed[node] = freed.get(node, 0) + count
+        freed = summed_claims((freed, ctx.ports.serve.claimed_by(victim.app.app, resource)))
         chosen.append(victim)
         checked = preflight(
             ctx, op, model.config, freed=freed, dry_run=False, replacing=model.config.name

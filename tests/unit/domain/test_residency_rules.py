@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from domain.accelerator_claims import summed_claims
 from domain.fleet_file import FleetModelEntry
 from domain.residency import (
     Demand,
@@ -92,3 +93,8 @@ def test_on_demand_models_needing_more_than_the_always_models_leave_are_never_to
     # 8 accelerators, 2 pinned: 6 left for the on-demand models.
     assert never_resident_together(fleet, 8) == [("kimi", "minimax")]
     assert never_resident_together(fleet, 10) == []
+
+
+def test_claims_of_several_models_add_up_per_node() -> None:
+    assert summed_claims([{"a": 2}, {"a": 1, "b": 4}, {}]) == {"a": 3, "b": 4}
+    assert summed_claims([]) == {}
