@@ -34,3 +34,8 @@ class HeadUnavailable(Exception):
             "the head back"
         )
         self.address = address
+
+
+class EndpointUnreachable(Exception):
+    """`status --url`: the endpoint did not answer (nothing listens, or its registry is
+    away); exits HEAD_UNAVAILABLE, as a head that does not answer does."""

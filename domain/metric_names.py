@@ -15,6 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+SD_FILE_NAME = "prom_metrics_service_discovery.json"
+RAY_SD_FILE = f"/tmp/ray/{SD_FILE_NAME}"
+"""Where Ray lists every node's metrics agent for Prometheus: its link to the newest
+session's file."""
+
 
 class Kind(StrEnum):
     COUNTER = "counter"

@@ -1,7 +1,9 @@
 """What `switchyard status --json` prints: one documented, versioned document.
 
 `schema_version` is the operation protocol's (domain/operation.py); later versions only add
-keys. Built by `switchyard/commands/status.py` from the registry, the manager and metrics.
+keys. Assembled by `serve_apps/registry/status_document.py` from the registry's table and the
+manager's view: by `switchyard status` over Ray, or by the registry for the gateway's status
+route (`GET /switchyard/v1/status`).
 """
 
 from __future__ import annotations
@@ -134,6 +136,41 @@ class HeadStatus(_Document):
     """Unix time of the last recovery."""
 
 
+class ModelResidencyStatus(_Document):
+    """When a model holds its accelerators (its residency keys) and its latest wake."""
+
+    residency: str
+    park_mode: str
+    last_wake_s: float | None = None
+
+
+class ManagerStatus(_Document):
+    """The fleet manager's part of the status document.
+
+    `status` over Ray asks the manager for it (inventory probed then); the manager also
+    publishes it to the registry every few seconds, in memory only, and the gateway's
+    status route (`GET /switchyard/v1/status`) answers from that copy without a Ray driver.
+    """
+
+    address: str
+    """The Ray cluster's address, as the manager sees it."""
+    published_at: float
+    """Unix time this view was taken."""
+    inventory: dict[str, Any] | None = None
+    """Every node's hardware as admission sees it (cluster/inventory's JSON document)."""
+    inventory_at: float | None = None
+    """Unix time of that probe: a published view re-probes only after a change or a while."""
+    operation: RunningOperation | None = None
+    live_metrics: MetricsStatus | None = None
+    last_swap: SwapSummary | None = None
+    capacity: dict[str, ModelCapacityStatus] = Field(default_factory=dict)
+    residency: dict[str, ModelResidencyStatus] = Field(default_factory=dict)
+    alive_nodes: list[str] = Field(default_factory=list)
+    """Ray node ids alive when the view was taken (for the ingress endpoints' `alive`)."""
+    running_replicas: dict[str, int] | None = None
+    """Running replicas per Serve application; None where Serve could not be asked."""
+
+
 class StatusReport(_Document):
     schema_version: int = SCHEMA_VERSION
     address: str
@@ -160,3 +197,9 @@ class StatusReport(_Document):
     alias it moved had no model serving it."""
     head: HeadStatus | None = None
     """The local head `up` started here (None for a joined cluster's)."""
+    read_via: str = "ray"
+    """How `status` got the document: `gateway` (the endpoint's `/switchyard/v1/status`
+    route, no Ray driver) or `ray` (the registry and manager actors, asked directly)."""
+    manager_status_age_s: float | None = None
+    """Seconds since the manager took the view this document shows (0 over Ray, a few
+    seconds through the gateway; None without a manager)."""

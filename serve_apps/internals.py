@@ -97,6 +97,20 @@ async def running_replicas_by_app(controller: Any) -> dict[str, int]:
     busy gateway a third of its CPU. The table is what Serve's routers read; AttributeError
     when this Ray's controller lacks it (callers fall back to `serve.status()`)."""
     by_deployment: Mapping[Any, list[Any]] = await controller._all_running_replicas.remote()
+    return _count_by_app(by_deployment)
+
+
+def running_replicas_by_app_now(controller: Any, timeout_s: float = 10.0) -> dict[str, int]:
+    """`running_replicas_by_app` for a thread that may block (the fleet manager's)."""
+    import ray
+
+    by_deployment: Mapping[Any, list[Any]] = ray.get(
+        controller._all_running_replicas.remote(), timeout=timeout_s
+    )
+    return _count_by_app(by_deployment)
+
+
+def _count_by_app(by_deployment: Mapping[Any, list[Any]]) -> dict[str, int]:
     running: dict[str, int] = {}
     for deployment_id, replicas in by_deployment.items():
         running[deployment_id.app_name] = running.get(deployment_id.app_name, 0) + len(replicas)

@@ -12,7 +12,13 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import import_module
 
-from domain.exit_codes import ExitCode, HeadUnavailable, Rejected, UserInputError
+from domain.exit_codes import (
+    EndpointUnreachable,
+    ExitCode,
+    HeadUnavailable,
+    Rejected,
+    UserInputError,
+)
 from switchyard import __version__
 
 # Order here is the order `switchyard --help` lists the commands in.
@@ -82,6 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.REJECTED
     except HeadUnavailable as exc:
         print(f"switchyard {args.command}: head unavailable: {exc}", file=sys.stderr)
+        return ExitCode.HEAD_UNAVAILABLE
+    except EndpointUnreachable as exc:
+        print(f"switchyard {args.command}: endpoint unreachable: {exc}", file=sys.stderr)
         return ExitCode.HEAD_UNAVAILABLE
     except KeyboardInterrupt:
         return 130

@@ -37,6 +37,10 @@ class StackInfo:
     endpoint: str
     dashboard_url: str | None
     started_local_head: bool
+    admin_key_env: str | None = None
+    """The environment variable holding the operator key (`up --admin-key-env`), if any."""
+    tls_cert: str | None = None
+    """The endpoint's certificate file (`up --tls-cert`), for local clients to trust."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -44,6 +48,8 @@ class StackInfo:
             "endpoint": self.endpoint,
             "dashboard_url": self.dashboard_url,
             "started_local_head": self.started_local_head,
+            "admin_key_env": self.admin_key_env,
+            "tls_cert": self.tls_cert,
         }
 
 
@@ -96,7 +102,7 @@ class Stack:
         from cluster.startup.serving_stack import deploy_gateways, start_serve
         from domain.deployment_config import AcceleratorConfig
         from domain.operation_request import AddRequest
-        from serve_apps.registry.registry_actor import ENDPOINTS_FACT
+        from serve_apps.registry.status_document import ADDRESS_FACT, ENDPOINTS_FACT
 
         ingress = self._ingress()
         info = StackInfo(
@@ -104,12 +110,15 @@ class Stack:
             endpoint=config.endpoint,
             dashboard_url=connection.dashboard_url,
             started_local_head=connection.started_local_head,
+            admin_key_env=config.admin_key_env,
+            tls_cert=None if config.tls_cert_file is None else str(config.tls_cert_file),
         )
         atomic_write_text(config.state_dir / STACK_FILE, json.dumps(info.to_json(), indent=2))
         start_serve()
         registry = RayRegistryClient.create()
         registry.set_fact("endpoint", info.endpoint)
         registry.set_fact("dashboard_url", info.dashboard_url)
+        registry.set_fact(ADDRESS_FACT, info.address)
         # Before any engine starts: engine replicas read it to choose their direct address.
         registry.set_fact(ENDPOINTS_FACT, [n.to_json() for n in ingress])
         tenants = config.gateway.tenants

@@ -50,6 +50,14 @@ class StackConfig(BaseModel):
     """Overrides of probed node hardware (GPU model/memory/count/links, disk, RAM)."""
     keys_file: Path | None = None
     """The tenant keys file `up --keys` read (`switchyard keys reload` re-reads it)."""
+    tls_cert_file: Path | None = None
+    """The certificate file `up --tls-cert` read (local clients trust it)."""
+    admin_key_env: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="the environment variable `up --admin-key-env` read the operator key "
+        "from; local `status` reads the same one to use the gateway's status route",
+    )
     fake_engines: FakeEngineSettings | None = None
     """Stand-in engines instead of vLLM (`up --fake-engines`), for tests and demos."""
     ray_auth_mode: str | None = Field(

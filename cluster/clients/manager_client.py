@@ -8,16 +8,14 @@ actor (`cluster/ray_adapters/manager_actor.py`), joined from a terminal or from 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from domain.engine_capacity import ModelCapacity
 from domain.exit_codes import UserInputError
 from domain.fleet_file import FleetFile, FleetModelEntry
 from domain.fleet_state import FleetState
-from domain.operation import OperationEvent, OperationResult, RunningOperation, SwapSummary
+from domain.operation import OperationEvent, OperationResult
 from domain.operation_request import OperationRequest
-from domain.status_report import MetricsStatus
+from domain.status_report import ManagerStatus
 
 if TYPE_CHECKING:
     from cluster.fleet.fleet_plan import FleetPlan
@@ -27,40 +25,6 @@ OnEvent = Callable[[OperationEvent], None]
 
 STATUS_TIMEOUT_S = 120.0
 """How long `status` waits for the manager's answers (it may be reconciling after a restart)."""
-
-
-@dataclass(frozen=True)
-class ModelResidency:
-    """When a model holds its accelerators, as `status` shows it."""
-
-    residency: str
-    park_mode: str
-    last_wake_s: float | None
-
-
-def residency_of(fleet: FleetState) -> dict[str, ModelResidency]:
-    return {
-        name: ModelResidency(
-            model.requested.residency.value, model.requested.park_mode.value, model.last_wake_s
-        )
-        for name, model in fleet.models.items()
-    }
-
-
-@dataclass(frozen=True)
-class ManagerView:
-    """What `status` shows of the manager: every node's hardware (probed, then overridden;
-    the inventory's JSON document), the change it is making, its live figures and the
-    latest swap."""
-
-    inventory: dict[str, Any]
-    operation: RunningOperation | None
-    live_metrics: MetricsStatus | None
-    last_swap: SwapSummary | None
-    capacity: dict[str, ModelCapacity] = field(default_factory=dict)
-    """Per served model: admission's prediction and what its engine logged."""
-    residency: dict[str, ModelResidency] = field(default_factory=dict)
-    """Per model: its residency keys and its latest wake."""
 
 
 class ManagerApi(Protocol):
@@ -87,7 +51,9 @@ class ManagerApi(Protocol):
         """Journal one phase of an `apply` (who, which file, how far)."""
         ...
 
-    def view(self) -> ManagerView: ...
+    def status(self) -> ManagerStatus:
+        """The manager's part of `status` (inventory probed now)."""
+        ...
 
 
 class RayManagerClient:
@@ -178,18 +144,8 @@ class RayManagerClient:
 
         ray.get(self._actor.record_apply.remote(dict(record)))
 
-    def view(self) -> ManagerView:
+    def status(self) -> ManagerStatus:
         import ray
 
-        inventory, operation, live, last_swap, capacity, wakes = ray.get(
-            [
-                self._actor.inventory.remote(),
-                self._actor.current.remote(),
-                self._actor.live_metrics.remote(),
-                self._actor.last_swap.remote(),
-                self._actor.capacity.remote(),
-                self._actor.residency.remote(),
-            ],
-            timeout=STATUS_TIMEOUT_S,
-        )
-        return ManagerView(inventory, operation, live, last_swap, capacity, wakes)
+        status: ManagerStatus = ray.get(self._actor.status.remote(), timeout=STATUS_TIMEOUT_S)
+        return status

@@ -15,6 +15,7 @@ from domain.status_report import EndpointStatus
 from domain.tenant_keys import TenantTable
 from serve_apps.registry.engine_endpoint import EngineEndpoint
 from serve_apps.registry.routing_table import RoutingTable
+from serve_apps.registry.status_document import endpoint_statuses, recorded_endpoints
 
 
 @dataclass(frozen=True)
@@ -118,45 +119,9 @@ class RayRegistryClient:
         return endpoints
 
     def ingress_endpoints(self, facts: Mapping[str, Any]) -> list[EndpointStatus]:
-        import ray
+        from cluster.ray_adapters.ingress_liveness import alive_node_ids, running_replicas_or_none
 
-        from cluster.ray_adapters.serve_control import ServeControl
-        from serve_apps.registry.registry_actor import ENDPOINTS_FACT
-
-        recorded = facts.get(ENDPOINTS_FACT)
-        if not isinstance(recorded, list) or not recorded:
+        recorded = recorded_endpoints(facts)
+        if not recorded:
             return []
-        nodes: list[dict[str, Any]] = ray.nodes()  # type: ignore[no-untyped-call]
-        alive = {str(n.get("NodeID")) for n in nodes if n.get("Alive")}
-        running: dict[str, int] | None
-        try:
-            running = ServeControl().running_replicas()
-        except Exception:  # Serve's controller restarting: the rest of the status still counts
-            running = None
-        return endpoint_statuses(recorded, alive, running)
-
-
-def endpoint_statuses(
-    recorded: list[Any], alive: set[str], running: dict[str, int] | None
-) -> list[EndpointStatus]:
-    """The recorded ingress endpoints (`ENDPOINTS_FACT`) with their node's liveness and their
-    gateway app's running replicas (None: unknown)."""
-    endpoints = []
-    for entry in recorded:
-        if not isinstance(entry, dict):
-            continue
-        node_id = str(entry.get("node_id", ""))
-        app = str(entry.get("app", ""))
-        endpoints.append(
-            EndpointStatus(
-                url=f"{entry.get('url')}/v1",
-                node=str(entry.get("node", node_id[:12])),
-                node_ip=str(entry.get("node_ip", "")),
-                head=bool(entry.get("head")),
-                app=app,
-                # The head's entry may have no id (a stack without a Ray node table).
-                alive=node_id in alive or (bool(entry.get("head")) and not node_id),
-                running_replicas=None if running is None else running.get(app, 0),
-            )
-        )
-    return endpoints
+        return endpoint_statuses(recorded, alive_node_ids(), running_replicas_or_none())

@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cluster.clients.manager_client import ModelResidency, residency_of
 from cluster.fleet.fleet_engine import FleetEngine
 from cluster.fleet.fleet_plan import FleetPlan
 from cluster.fleet.journal import Journal
 from cluster.fleet.manager_settings import ManagerSettings
 from cluster.fleet.ports import ClusterPorts
 from cluster.fleet.wake_on_request import WakeOnRequest
+from cluster.ray_adapters.ingress_liveness import alive_node_ids, running_replicas_or_none
 from cluster.ray_adapters.ray_nodes import RayNodes
 from cluster.ray_adapters.registry_routes import RegistryRoutes
 from cluster.ray_adapters.serve_control import ServeControl
@@ -29,12 +29,12 @@ from cluster.telemetry.gauge_sampler import FleetSampler
 from cluster.telemetry.live_stats_sampler import LiveStatsSampler
 from cluster.telemetry.metrics_targets import service_discovery_file
 from cluster.telemetry.ray_fleet_metrics import RayFleetMetrics
-from domain.engine_capacity import ModelCapacity
+from cluster.telemetry.status_publisher import ManagerStatusSource, StatusPublisher
 from domain.fleet_file import FleetFile, FleetModelEntry
 from domain.fleet_state import FleetState
-from domain.operation import OperationEvent, OperationResult, RunningOperation, SwapSummary
+from domain.operation import OperationEvent, OperationResult, RunningOperation
 from domain.operation_request import OperationRequest
-from domain.status_report import MetricsStatus
+from domain.status_report import ManagerStatus
 from serve_apps.internals import head_node_resources
 from serve_apps.registry.registry_actor import SWITCHYARD_NAMESPACE, registry_actor
 
@@ -74,6 +74,17 @@ class ManagerService:
         # The gateways' live figures for `status`, sampled here so it never waits for them.
         self._live = LiveStatsSampler(lambda: service_discovery_file(settings.state_dir))
         self._live.start()
+        # The gateway's status route answers from the registry's copy of this view.
+        self._status = ManagerStatusSource(
+            self._engine,
+            address=_cluster_address(),
+            live=self._live.latest,
+            liveness=lambda: (alive_node_ids(), running_replicas_or_none()),
+        )
+        self._publisher = StatusPublisher(
+            self._status, lambda status: _publish_status(registry, status)
+        )
+        self._publisher.start()
         # Reconcile in the background: a restart may need to redeploy a model (minutes),
         # and the actor must answer `current`/`fleet` meanwhile.
         threading.Thread(target=self._engine.reconcile, daemon=True).start()
@@ -117,7 +128,12 @@ class ManagerService:
         return actor_id
 
     def run(self, request: OperationRequest) -> OperationResult:
-        return self._engine.run(request)
+        try:
+            return self._engine.run(request)
+        finally:
+            # Before the caller hears the outcome: a `status` through the gateway right
+            # after an operation shows it, not the view of up to a period ago.
+            self._publisher.publish_soon()
 
     def events(self, since: int = 0) -> list[OperationEvent]:
         return self._engine.events(since)
@@ -128,21 +144,9 @@ class ManagerService:
     def fleet(self) -> FleetState:
         return self._engine.fleet()
 
-    def inventory(self) -> dict[str, Any]:
-        return self._engine.inventory()
-
-    def live_metrics(self) -> MetricsStatus | None:
-        return self._live.latest()
-
-    def last_swap(self) -> SwapSummary | None:
-        return self._engine.last_swap()
-
-    def capacity(self) -> dict[str, ModelCapacity]:
-        return dict(self._engine.fleet().capacity)
-
-    def residency(self) -> dict[str, ModelResidency]:
-        """Per model: its residency, park mode and how long its latest wake took."""
-        return residency_of(self._engine.fleet())
+    def status(self) -> ManagerStatus:
+        """The manager's part of `status`, with the inventory probed now."""
+        return self._status.take(fresh_inventory=True)
 
     def plan_fleet(self, desired: FleetFile) -> FleetPlan:
         return self._engine.plan(desired)
@@ -152,6 +156,19 @@ class ManagerService:
 
     def record_apply(self, record: dict[str, Any]) -> None:
         self._engine.record_apply(record)
+
+
+def _publish_status(registry: Any, status: ManagerStatus) -> None:
+    import ray
+
+    ray.get(registry.set_manager_status.remote(status), timeout=3.0)
+
+
+def _cluster_address() -> str:
+    import ray
+
+    address: str = ray.get_runtime_context().gcs_address
+    return address
 
 
 def _ray_logs_dir(state_dir: Path) -> Path | None:

@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 from cluster.startup.ray_runtime import LOCAL_HEAD_MARKER
+from domain.metric_names import RAY_SD_FILE, SD_FILE_NAME
 
-SD_FILE_NAME = "prom_metrics_service_discovery.json"
-RAY_SD_FILE = f"/tmp/ray/{SD_FILE_NAME}"
-"""Ray's link to the newest session's file."""
+__all__ = ["RAY_SD_FILE", "SD_FILE_NAME", "scrape_targets", "service_discovery_file"]
 
 
 def service_discovery_file(state_dir: Path) -> Path:

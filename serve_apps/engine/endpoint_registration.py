@@ -17,7 +17,7 @@ from serve_apps.asgi_listener import AsgiListener
 from serve_apps.engine.bearer_token_guard import BearerTokenGuard
 from serve_apps.internals import is_head_node
 from serve_apps.registry.engine_endpoint import EngineEndpoint
-from serve_apps.registry.registry_actor import ENDPOINTS_FACT
+from serve_apps.registry.status_document import ENDPOINTS_FACT
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -42,6 +42,7 @@ from serve_apps.gateway.json_body import parse_json_object
 from serve_apps.gateway.model_list import model_entry, model_list
 from serve_apps.gateway.model_routes import MODEL_PATHS, Answer, ClientGone, ModelRoutes, read_body
 from serve_apps.gateway.openai_errors import GatewayError
+from serve_apps.gateway.operator_access import OperatorAccess
 from serve_apps.gateway.request_id import engine_request_id
 from serve_apps.gateway.request_timing import RequestTiming
 from serve_apps.registry.replica_health import ReplicaHealthView
@@ -57,6 +58,9 @@ from serve_apps.tenants.tenant_sync import ExchangeUsage, FetchTenants, TenantSy
 log = logging.getLogger(__name__)
 
 STREAMING_METHODS: frozenset[Method] = frozenset({"chat", "completions", "responses"})
+
+FetchStatus = Callable[[], Awaitable[dict[str, Any]]]
+"""() -> the `status --json` document (the registry assembles it: registry/status_document.py)."""
 
 ParseRequest = Callable[[Method, dict[str, Any]], Any]
 """Turns a JSON body into the model server's request object; raises ValueError if invalid."""
@@ -74,8 +78,10 @@ class Gateway:
         metrics: GatewayMetrics | None = None,
         tenants: tuple[FetchTenants, ExchangeUsage] | None = None,
         request_wake: RequestWake | None = None,
+        status_document: FetchStatus | None = None,
     ) -> None:
         self._settings = settings
+        self._status_document = status_document
         self._gate = TenantGate(settings.initial_tenants())
         self._metrics: GatewayMetrics = TenantAccounting(
             metrics or DiscardGatewayMetrics(), self._gate.used_tokens
@@ -111,6 +117,7 @@ class Gateway:
                 gate=self._gate,
                 max_body_bytes=self._settings.max_body_bytes,
                 metrics=self._metrics,
+                operator=OperatorAccess(settings.admin_key_sha256),
             )
         )
 
@@ -180,6 +187,20 @@ class Gateway:
             # What Ray Serve's proxy answered here before the gateway listened itself;
             # load balancers configured for Serve keep working.
             return Response("success", media_type="text/plain")
+
+        @app.get("/switchyard/v1/status")
+        async def status() -> dict[str, Any]:
+            # The guard let only the operator through (operator_access.py).
+            if self._status_document is None:
+                raise routing_error(404, "GET", "/switchyard/v1/status")
+            try:
+                return await self._status_document()
+            except Exception as exc:
+                raise unavailable(
+                    f"The fleet registry did not answer ({type(exc).__name__}); it restarts "
+                    "with the cluster's head.",
+                    self._settings.retry_after_s,
+                ) from exc
 
         @app.get("/v1/models")
         async def models(request: Request) -> dict[str, Any]:

@@ -51,6 +51,13 @@ class GatewaySettings(BaseModel):
         description="how often each gateway replica trades tenant usage with the others: "
         "together they may overshoot a quota by what they admit in twice this long",
     )
+    admin_key_sha256: str | None = Field(
+        None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="SHA-256 (lowercase hex) of the operator key that opens the operator "
+        "routes (`GET /switchyard/v1/status`; `up --admin-key-env NAME`); none: those routes "
+        "are open while the endpoint has no keys, and refused once it has",
+    )
     tls_cert_pem: str | None = Field(
         None, description="the endpoint's certificate chain (PEM; `up --tls-cert`): HTTPS"
     )

@@ -9,6 +9,7 @@ from domain.tenant_keys import Tenant
 from serve_apps.gateway.gateway_metrics import GatewayMetrics, RequestOutcome
 from serve_apps.gateway.http_errors import body_too_large, error_response
 from serve_apps.gateway.openai_errors import GatewayError
+from serve_apps.gateway.operator_access import OPERATOR_PATHS, OperatorAccess
 from serve_apps.gateway.request_id import HEADER, request_id_from
 from serve_apps.gateway.request_timing import RequestTiming
 from serve_apps.tenants.tenant_gate import Rejection, TenantGate
@@ -39,16 +40,24 @@ def request_id_of(scope: Scope) -> tuple[str, bool]:
 class GatewayGuard:
     """Refuses a request without a valid API key (401) or with a declared body over the
     limit (413), and counts the refusal; an accepted request carries its tenant in the
-    ASGI scope's state (`tenant_of`).
+    ASGI scope's state (`tenant_of`). The operator routes take the operator key instead
+    (`operator_access.py`).
 
     Pure ASGI (not BaseHTTPMiddleware) so streamed responses pass through untouched.
     """
 
     def __init__(
-        self, app: ASGIApp, *, gate: TenantGate, max_body_bytes: int, metrics: GatewayMetrics
+        self,
+        app: ASGIApp,
+        *,
+        gate: TenantGate,
+        max_body_bytes: int,
+        metrics: GatewayMetrics,
+        operator: OperatorAccess | None = None,
     ) -> None:
         self._app = app
         self._gate = gate
+        self._operator = operator or OperatorAccess(None)
         self._max_body_bytes = max_body_bytes
         self._metrics = metrics
 
@@ -60,6 +69,19 @@ class GatewayGuard:
         request_id, chosen = request_id_from(headers.get(HEADER))
         scope.setdefault("state", {})[_REQUEST_ID] = (request_id, chosen)
         send = _with_request_id(send, request_id.encode())
+        if scope.get("path") in OPERATOR_PATHS:
+            refused = self._operator.refusal(
+                headers.get("authorization"), endpoint_open=not self._gate.enabled
+            )
+            if refused is None:
+                await self._app(scope, receive, send)
+                return
+            response = error_response(refused)
+            if refused.status == 401:
+                response.headers["WWW-Authenticate"] = "Bearer"
+            self._refused(refused.status)
+            await response(scope, receive, send)
+            return
         tenant = self._gate.authenticate(headers.get("authorization"))
         if tenant is None:
             error = GatewayError(

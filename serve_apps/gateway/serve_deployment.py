@@ -124,6 +124,12 @@ class RegistryClient:
     async def request_wake(self, name: str) -> None:
         await self._registry().request_wake.remote(name)
 
+    async def status_document(self) -> dict[str, Any]:
+        document: dict[str, Any] = await asyncio.wait_for(
+            self._registry().status_document.remote(), 10.0
+        )
+        return document
+
 
 class ServeReplicaCounts:
     """Running replicas per Serve application, asked of Serve's controller.
@@ -227,6 +233,7 @@ class GatewayReplica:
             RayGatewayMetrics(settings.inter_token_sample_every),
             tenants=(registry.fetch_tenants, registry.exchange_usage),
             request_wake=registry.request_wake,
+            status_document=registry.status_document,
         )
 
         self._gateway.start()

@@ -23,11 +23,17 @@ from collections.abc import Callable
 from typing import Any
 
 from domain.model_state import ModelState
+from domain.status_report import ManagerStatus
 from domain.tenant_keys import TenantTable
 from serve_apps.internals import GcsKeyValue, head_node_resources
 from serve_apps.registry.engine_endpoint import EngineEndpoint
 from serve_apps.registry.registry_snapshot import SNAPSHOT_KEY, RegistrySnapshot, RegistryStore
 from serve_apps.registry.routing_table import ModelRoute, RoutingTable
+from serve_apps.registry.status_document import (
+    endpoint_statuses,
+    recorded_endpoints,
+    status_report,
+)
 from serve_apps.tenants.tenant_gate import UsageDelta
 from serve_apps.tenants.usage_book import TenantUsageBook
 
@@ -35,10 +41,6 @@ log = logging.getLogger(__name__)
 
 REGISTRY_ACTOR_NAME = "switchyard-registry"
 SWITCHYARD_NAMESPACE = "switchyard"
-ENDPOINTS_FACT = "endpoints"
-"""The ingress nodes `up` deployed a gateway on: a list of `IngressNode.to_json()`
-(`cluster/startup/ingress_nodes.py`). `status` lists them; engine replicas bind their direct port
-where those gateways can reach it."""
 _STORE_TIMEOUT_S = 5.0
 """A write to the store waits at most this long: with the GCS away a fleet change fails
 fast instead of hanging (the manager's operations fail with it, and change nothing)."""
@@ -76,6 +78,10 @@ class FleetRegistry:
         # after a restart the fleet counts from the restart).
         self._last_request: dict[str, float] = {}
         self._started_by_replica: dict[str, dict[str, int]] = {}
+        # The manager's latest view for the gateway's status route; not saved: the manager
+        # publishes again within seconds of either restarting.
+        self._manager_status: ManagerStatus | None = None
+        self._app_names: tuple[tuple[str, int], dict[str, str]] = (("", -2), {})
         saved = store.get(SNAPSHOT_KEY) if store is not None else None
         snapshot = RegistrySnapshot.decode(saved) if saved is not None else None
         self.restored = snapshot is not None
@@ -245,16 +251,26 @@ class FleetRegistry:
         for name, total in (started or {}).items():
             if total > seen.get(name, 0):
                 self._last_request[name] = now
+        names = self._names_by_app()
         for app in counts:
-            route = next((r for r in self._table.models.values() if r.app_name == app), None)
-            if route is not None:
-                self._last_request[route.name] = now
+            if app in names:
+                self._last_request[names[app]] = now
         if started is not None:
             self._started_by_replica[replica] = dict(started)
         gone = [r for r, (at, _, _) in self._reports.items() if now - at > _FORGET_REPORT_S]
         for stale in gone:
             del self._reports[stale]
             self._started_by_replica.pop(stale, None)
+
+    def _names_by_app(self) -> dict[str, str]:
+        """Model name per Serve app of the current table, built once per table version:
+        every gateway replica reports every second, and a scan per app would cost
+        models x apps per report."""
+        table = self._table
+        if self._app_names[0] != (table.epoch, table.version):
+            names = {route.app_name: route.name for route in table.models.values()}
+            self._app_names = ((table.epoch, table.version), names)
+        return self._app_names[1]
 
     async def in_flight(self, app: str, min_version: int, fresh_s: float = 5.0) -> int | None:
         """Requests in flight for the Serve app `app` across live gateway replicas; None
@@ -363,6 +379,31 @@ class FleetRegistry:
 
     async def facts(self) -> dict[str, Any]:
         return dict(self._facts)
+
+    async def set_manager_status(self, status: ManagerStatus) -> None:
+        """The manager's view (inventory, operation, live figures, ...), published every
+        few seconds for `status_document`."""
+        self._manager_status = status
+
+    async def status_document(self) -> dict[str, Any]:
+        """The `status --json` document from this registry's state and the manager's last
+        published view, as JSON (what the gateway's status route serves)."""
+        manager = self._manager_status
+        running = None if manager is None else manager.running_replicas
+        alive = set() if manager is None else set(manager.alive_nodes)
+        report = status_report(
+            address=None,
+            table=self._table,
+            facts=self._facts,
+            tenants=self._tenants,
+            tenant_usage=[u.to_json() for u in self._usage.top(time.time(), 10)],
+            manager=manager,
+            endpoints=endpoint_statuses(recorded_endpoints(self._facts), alive, running),
+            now=time.time(),
+        )
+        report.read_via = "gateway"
+        document: dict[str, Any] = report.model_dump(mode="json")
+        return document
 
 
 def registry_actor(*, create: bool = True) -> Any:

@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from domain.exit_codes import ExitCode, HeadUnavailable, UserInputError
+from domain.exit_codes import EndpointUnreachable, ExitCode, HeadUnavailable, UserInputError
 
 if TYPE_CHECKING:
     from cluster.clients.manager_client import ManagerApi
     from cluster.clients.registry_client import RegistryApi
     from domain.status_report import HeadStatus, MetricsStatus, StatusReport
+    from switchyard.status_route import StatusRoute
 
 
 def register(subparsers: Any) -> None:
@@ -36,7 +37,39 @@ def register(subparsers: Any) -> None:
         "seconds apart and report the rates between (Ray exports every 10 s; default 0: "
         "no waiting)",
     )
+    parser.add_argument(
+        "--url",
+        default=None,
+        metavar="URL",
+        help="read a stack's status from its endpoint (e.g. https://host:8000) through "
+        "GET /switchyard/v1/status, from any machine: no Ray node needed",
+    )
+    parser.add_argument(
+        "--admin-key-env",
+        default=None,
+        metavar="NAME",
+        help="the environment variable holding the operator key the route asks for "
+        "(default: the one `up --admin-key-env` named, else SWITCHYARD_ADMIN_KEY)",
+    )
+    parser.add_argument(
+        "--cacert",
+        default=None,
+        metavar="FILE",
+        help="trust this certificate for an HTTPS endpoint (default: the one `up --tls-cert` "
+        "read, locally; else the system's)",
+    )
+    parser.add_argument(
+        "--via",
+        choices=("auto", "gateway", "ray"),
+        default="auto",
+        help="how a local `status` reads the stack: the gateway's route (no Ray driver, well "
+        "under a second), Ray (the registry and manager actors; the inventory probed now), or "
+        "auto: the route when it answers, else Ray (default)",
+    )
     parser.set_defaults(handler=run)
+
+
+DEFAULT_ADMIN_KEY_ENV = "SWITCHYARD_ADMIN_KEY"
 
 
 def collect(address: str) -> StatusReport:
@@ -49,73 +82,29 @@ def collect(address: str) -> StatusReport:
 
 
 def status_report(address: str, registry: RegistryApi, manager: ManagerApi | None) -> StatusReport:
-    """The status document from the registry's view and, when a manager runs, the manager's."""
-    from cluster.telemetry.metrics_targets import RAY_SD_FILE
-    from domain.status_report import (
-        CapacitySide,
-        KeyUsage,
-        MetricsStatus,
-        ModelCapacityStatus,
-        ModelStatus,
-        StatusReport,
-        TenantsStatus,
-    )
+    """The status document from the registry's view and, when a manager runs, the manager's
+    (its inventory probed now)."""
+    import time
+
+    from serve_apps.registry.status_document import status_report as assemble
 
     seen = registry.view()
-    table, facts, tenants = seen.table, seen.facts, seen.tenants
-    by_model = table.aliases_by_model()
-    models = [
-        ModelStatus(
-            name=r.name,
-            aliases=list(by_model.get(r.name, ())),
-            state=r.state.value,
-            layout=r.layout,
-            source=r.source,
-            replicas=r.replicas,
-            error=r.error,
-            app=r.app_name,
-        )
-        for r in table.live_models()
-    ]
-    managed = None if manager is None else manager.view()
-    if managed is not None:
-        for model in models:
-            residency = managed.residency.get(model.name)
-            if residency is not None:
-                model.residency = residency.residency
-                model.park_mode = residency.park_mode
-                model.last_wake_s = residency.last_wake_s
-            known = managed.capacity.get(model.name)
-            if known is not None:
-                model.capacity = ModelCapacityStatus(
-                    predicted=CapacitySide(**known.predicted.model_dump()),
-                    observed=CapacitySide(**known.observed.model_dump()),
-                )
-    return StatusReport(
-        endpoints=registry.ingress_endpoints(facts),
+    return assemble(
         address=address,
-        endpoint=facts.get("endpoint"),
-        dashboard_url=facts.get("dashboard_url"),
-        routing_table_version=table.version,
-        models=models,
-        aliases=dict(table.aliases),
-        metrics=(managed.live_metrics if managed else None)
-        or MetricsStatus(prometheus_service_discovery_file=RAY_SD_FILE),
-        inventory=managed.inventory if managed else None,
-        operation=managed.operation if managed else None,
-        last_swap=managed.last_swap if managed else None,
-        tenants=None
-        if tenants is None
-        else TenantsStatus(
-            source=tenants.source or None,
-            keys=len(tenants.tenants),
-            top=[KeyUsage.model_validate(u) for u in seen.tenant_usage],
-        ),
+        table=seen.table,
+        facts=seen.facts,
+        tenants=seen.tenants,
+        tenant_usage=seen.tenant_usage,
+        manager=None if manager is None else manager.status(),
+        endpoints=registry.ingress_endpoints(seen.facts),
+        now=time.time(),
     )
 
 
 def _add_live_metrics(status: StatusReport, state_dir: Path, args: argparse.Namespace) -> None:
-    """Current tok/s and p95 TTFT per model, into `metrics` and each model's entry."""
+    """Current tok/s and p95 TTFT per model, into `metrics` and each model's entry: from a
+    Prometheus, else the manager's samples the document carries, else (`--window-s`) the
+    metrics agents."""
     from cluster.telemetry.live_stats_sampler import MANAGER_SOURCE
     from switchyard.observability.status_metrics import live_metrics
 
@@ -135,29 +124,47 @@ def run(args: argparse.Namespace) -> int:
     from switchyard.stack_config import default_state_dir
 
     state_dir = args.state_dir or default_state_dir()
-    info = read_stack_info(state_dir)
-    address = args.address or (info.address if info else None)
-    if address is None:
-        raise UserInputError(f"--address: none given and no stack recorded in {state_dir}")
-    head = _head_status(state_dir, info)
     document = sys.stdout
-    if args.json:
-        # Ray's driver prints cluster error events (e.g. "(raylet) The node ... died") to
-        # whatever sys.stdout is when they arrive, until the process exits; stdout must carry
-        # the JSON document only, so everything else goes to stderr from here on.
-        sys.stdout = sys.stderr
-    try:
-        status = collect(address)
-    except HeadUnavailable:
-        _print_unavailable(address, head, document, as_json=args.json)
-        raise
-    status.head = head
-    if args.json:
+    if args.url is not None:
+        if args.address is not None or args.via == "ray":
+            raise UserInputError(
+                "--url: reads through the endpoint; --address and --via ray join the cluster "
+                "with Ray instead (give one or the other)"
+            )
+        status = _from_url(args)
+        address = status.address
+    else:
+        info = read_stack_info(state_dir)
+        given: str | None = args.address or (info.address if info else None)
+        if given is None:
+            raise UserInputError(f"--address: none given and no stack recorded in {state_dir}")
+        address = given
+        head = _head_status(state_dir, info)
+        route = _local_route(args, info, address)
+        status_or_none = None
+        if route is not None:
+            status_or_none = _from_route(route, fallback=args.via == "auto")
+        if status_or_none is None:
+            if args.json:
+                # Ray's driver prints cluster error events (e.g. "(raylet) The node ... died")
+                # to whatever sys.stdout is when they arrive, until the process exits; stdout
+                # must carry the JSON document only, so everything else goes to stderr.
+                sys.stdout = sys.stderr
+            try:
+                status_or_none = collect(address)
+            except HeadUnavailable:
+                _print_unavailable(address, head, document, as_json=args.json)
+                raise
+        status = status_or_none
+        status.head = head
+    if args.url is None or args.prometheus is not None:
+        # A remote stack's document carries its manager's samples; this machine's state
+        # directory knows nothing of its Prometheus or its metrics agents.
         _add_live_metrics(status, state_dir, args)
+    if args.json:
         document.write(json.dumps(status.model_dump(mode="json"), indent=2) + "\n")
         document.flush()
         return ExitCode.OK
-    _add_live_metrics(status, state_dir, args)
     from rich.console import Console
 
     from switchyard.status_table import MODEL_COLUMNS, model_rows, print_table_or_blocks
@@ -222,6 +229,65 @@ def run(args: argparse.Namespace) -> int:
         console.print(_head_line(status.head))
     _print_inventory(console, status.inventory)
     return ExitCode.OK
+
+
+def _operator_key(args: argparse.Namespace, recorded: str | None) -> str | None:
+    import os
+
+    name = args.admin_key_env or recorded or DEFAULT_ADMIN_KEY_ENV
+    return os.environ.get(name, "").strip() or None
+
+
+def _from_url(args: argparse.Namespace) -> StatusReport:
+    """The document from a remote endpoint's route; a refusal or a silent endpoint is an
+    error here (there is no Ray to fall back on)."""
+    from switchyard.status_route import RouteUnavailable, StatusRoute
+
+    if args.window_s:
+        raise UserInputError(
+            "--window-s: scrapes Ray's metrics agents from this machine; with --url the live "
+            "figures are the manager's samples (or --prometheus URL)"
+        )
+    route = StatusRoute(args.url, _operator_key(args, None), args.cacert)
+    try:
+        return route.fetch()
+    except RouteUnavailable as exc:
+        if exc.status in (401, 403, 404):
+            raise UserInputError(f"--url: {exc}") from None
+        raise EndpointUnreachable(str(exc)) from None
+
+
+def _local_route(args: argparse.Namespace, info: Any, address: str) -> StatusRoute | None:
+    """The recorded stack's route, when `status` reads that stack (not another --address)
+    and may use it."""
+    from switchyard.status_route import StatusRoute
+
+    if args.via == "ray" or info is None or info.address != address:
+        if args.via == "gateway":
+            raise UserInputError(
+                "--via gateway: no stack recorded for this address in the state directory; "
+                "use --url URL"
+            )
+        return None
+    return StatusRoute(
+        info.endpoint,
+        _operator_key(args, getattr(info, "admin_key_env", None)),
+        args.cacert or getattr(info, "tls_cert", None),
+    )
+
+
+def _from_route(route: StatusRoute, *, fallback: bool) -> StatusReport | None:
+    """The document through the gateway; None (read it over Ray) when the route gives none
+    and `fallback`."""
+    from switchyard.status_route import RouteUnavailable
+
+    try:
+        status = route.fetch()
+    except RouteUnavailable as exc:
+        if fallback:
+            return None
+        raise UserInputError(f"--via gateway: {exc}") from None
+    return status
 
 
 def _head_status(state_dir: Path, info: Any) -> HeadStatus | None:

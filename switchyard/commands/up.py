@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 import threading
@@ -62,6 +63,14 @@ def register(subparsers: Any) -> None:
         dest="api_keys",
         metavar="KEY",
         help="accepted bearer token (repeatable; also $SWITCHYARD_API_KEY, comma-separated)",
+    )
+    parser.add_argument(
+        "--admin-key-env",
+        default=None,
+        metavar="NAME",
+        help="the environment variable holding the operator key: it alone opens "
+        "`GET /switchyard/v1/status` (the status document: inventory and every tenant's "
+        "usage); without it that route is open on a keyless loopback endpoint only",
     )
     parser.add_argument(
         "--keys",
@@ -228,6 +237,33 @@ def _tenants(args: argparse.Namespace, fleet: Any) -> dict[str, Any]:
     return asdict(table)
 
 
+def _admin_key(args: argparse.Namespace) -> dict[str, str]:
+    """The operator key's SHA-256 from `--admin-key-env NAME` (the key itself never reaches
+    the gateway's settings or a command line)."""
+    from domain.tenant_keys import key_digest
+
+    name = getattr(args, "admin_key_env", None)
+    if name is None:
+        return {}
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise UserInputError(
+            f"--admin-key-env: {name!r} is not an environment variable name "
+            "(letters, digits and _, not starting with a digit)"
+        )
+    key = os.environ.get(name, "").strip()
+    if not key:
+        raise UserInputError(
+            f"--admin-key-env: ${name} is unset or empty in this process; export the "
+            "operator key there first"
+        )
+    if not re.fullmatch(r"[\x21-\x7e]+", key):
+        raise UserInputError(
+            f"--admin-key-env: ${name} has characters other than printable ASCII without "
+            "spaces; an HTTP Bearer token can't carry it"
+        )
+    return {"admin_key_sha256": key_digest(key)}
+
+
 def _tls(args: argparse.Namespace) -> dict[str, str]:
     """The certificate and key's PEM text, checked to load as a pair before anything starts."""
     import ssl
@@ -336,6 +372,7 @@ def build_config(args: argparse.Namespace, fleet: Any = None) -> Any:
                     "replicas": getattr(args, "gateway_replicas", 1),
                     **({"tenants": tenants} if tenants else {}),
                     **_tls(args),
+                    **_admin_key(args),
                 },
                 "local_head": {
                     "port": args.ray_port,
@@ -345,6 +382,8 @@ def build_config(args: argparse.Namespace, fleet: Any = None) -> Any:
                 },
                 "ray_auth_mode": os.environ.get("RAY_AUTH_MODE") or None,
                 "keys_file": getattr(args, "keys", None),
+                "tls_cert_file": getattr(args, "tls_cert", None),
+                "admin_key_env": getattr(args, "admin_key_env", None),
                 "fake_engines": {} if getattr(args, "fake_engines", False) else None,
             }
         )

@@ -1,7 +1,8 @@
 """The cluster inventory through the CLI: `up --inventory FILE` overrides probed values,
 `status` shows every node's hardware (JSON and table, overrides marked), and
 `add --dry-run` reports the weights' real size and each node's disk verdict, changing
-nothing.
+nothing. `status` reads the same document through the gateway's operator route, locally
+and with `--url` from a process that cannot even import Ray.
 
 On the fake stack (tests/support/shared_stacks.py): the inventory is the subject, not the
 engines. It only reads the stack.
@@ -13,6 +14,7 @@ import json
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +23,7 @@ from tests.support.running_stack import (
     RunningStack,
     stack_env,
 )
-from tests.support.shared_stacks import API_KEY
+from tests.support.shared_stacks import ADMIN_KEY, ADMIN_KEY_ENV, API_KEY
 from tests.support.status_load import StatusLoad
 from tests.support.waiting import wait_until
 
@@ -128,3 +130,82 @@ def test_status_answers_at_once_from_the_managers_own_samples(stack: RunningStac
     assert isinstance(metrics, dict)
     assert metrics["source"] == "manager" and metrics["window_s"] > 0, metrics
     print(f"status --json with the manager's samples: {seconds:.1f} s")
+
+
+# ---------------------------------------------------------------- the status route
+
+
+def _route_cli(
+    args: list[str], env: dict[str, str], cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [SWITCHYARD, "status", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=cwd,
+        check=False,
+    )
+
+
+def test_local_status_reads_the_gateway_route_with_the_operator_key(stack: RunningStack) -> None:
+    env = {**stack_env(stack.state_dir), ADMIN_KEY_ENV: ADMIN_KEY}
+    result = _route_cli(["--json", "--state-dir", str(stack.state_dir)], env)
+    assert result.returncode == 0, result.stderr
+    through_gateway = json.loads(result.stdout)
+    over_ray = stack.status()
+    assert through_gateway["read_via"] == "gateway" and over_ray["read_via"] == "ray"
+
+    def standing(document: dict[str, object]) -> list[dict[str, object]]:
+        # Without the live figures, which move between two samples.
+        models = document["models"]
+        assert isinstance(models, list)
+        live = ("generated_tok_s", "ttft_p95_s")
+        return [{k: v for k, v in m.items() if k not in live} for m in models]
+
+    assert standing(through_gateway) == standing(over_ray)
+    assert through_gateway["aliases"] == over_ray["aliases"]
+    assert through_gateway["address"] == over_ray["address"]
+    inventory = through_gateway["inventory"]
+    assert isinstance(inventory, dict) and len(inventory["nodes"]) == 2
+    assert through_gateway["manager_status_age_s"] < 30
+    assert [e["alive"] for e in through_gateway["endpoints"]] == [True]
+    # Without the operator key in its environment, `status` falls back to Ray.
+    fallback = _route_cli(
+        ["--json", "--state-dir", str(stack.state_dir)], stack_env(stack.state_dir)
+    )
+    assert fallback.returncode == 0 and json.loads(fallback.stdout)["read_via"] == "ray"
+
+
+def test_status_url_reads_a_stack_from_a_process_that_cannot_import_ray(
+    stack: RunningStack, tmp_path: Path
+) -> None:
+    # A `ray` package that fails to import, first on the path: `status --url` must never
+    # need it (any machine that reaches the endpoint, no Ray node, no state directory).
+    blocker = tmp_path / "no_ray" / "ray"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('no Ray on this machine')\n")
+    env = stack_env(tmp_path / "elsewhere")
+    env["PYTHONPATH"] = str(blocker.parent)
+    env["COLUMNS"] = "80"
+    url = ["--url", stack.base_url, "--admin-key-env", "OPERATOR_KEY"]
+
+    as_json = _route_cli([*url, "--json"], {**env, "OPERATOR_KEY": ADMIN_KEY}, cwd=tmp_path)
+    text = _route_cli(url, {**env, "OPERATOR_KEY": ADMIN_KEY}, cwd=tmp_path)
+    tenant = _route_cli([*url, "--json"], {**env, "OPERATOR_KEY": API_KEY}, cwd=tmp_path)
+    nobody = _route_cli([*url, "--json"], env, cwd=tmp_path)
+    closed = _route_cli(["--url", "http://127.0.0.1:9", "--json"], env, cwd=tmp_path)
+
+    assert as_json.returncode == 0, as_json.stderr
+    document = json.loads(as_json.stdout)
+    assert document["read_via"] == "gateway" and document["head"] is None
+    over_ray = stack.status()["models"]
+    assert isinstance(over_ray, list)
+    assert {m["name"] for m in document["models"]} == {m["name"] for m in over_ray}
+    assert text.returncode == 0, text.stderr
+    assert "inventory (* = overridden)" in text.stdout
+    # A tenant key is no operator key; no key is refused too; nothing listening is exit 3.
+    assert tenant.returncode == nobody.returncode == 2
+    assert "invalid operator key" in tenant.stderr.lower()
+    assert closed.returncode == 3 and "endpoint unreachable" in closed.stderr

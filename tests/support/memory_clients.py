@@ -11,18 +11,20 @@ import asyncio
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
-from cluster.clients.manager_client import ManagerView, OnEvent, residency_of
-from cluster.clients.registry_client import RegistryView, endpoint_statuses
+from cluster.clients.manager_client import OnEvent
+from cluster.clients.registry_client import RegistryView
 from cluster.fleet.fleet_engine import FleetEngine
 from cluster.fleet.fleet_plan import FleetPlan
+from cluster.telemetry.status_publisher import ManagerStatusSource
 from domain.fleet_file import FleetFile, FleetModelEntry
 from domain.fleet_state import FleetState
 from domain.operation import OperationResult
 from domain.operation_request import OperationRequest
-from domain.status_report import EndpointStatus
+from domain.status_report import EndpointStatus, ManagerStatus
 from domain.tenant_keys import TenantTable
 from serve_apps.registry.engine_endpoint import EngineEndpoint
-from serve_apps.registry.registry_actor import ENDPOINTS_FACT, FleetRegistry
+from serve_apps.registry.registry_actor import FleetRegistry
+from serve_apps.registry.status_document import endpoint_statuses, recorded_endpoints
 
 T = TypeVar("T")
 
@@ -61,15 +63,8 @@ class MemoryManagerClient:
     def record_apply(self, record: Mapping[str, Any]) -> None:
         self.engine.record_apply(dict(record))
 
-    def view(self) -> ManagerView:
-        return ManagerView(
-            inventory=self.engine.inventory(),
-            operation=self.engine.current(),
-            live_metrics=None,
-            last_swap=self.engine.last_swap(),
-            capacity=dict(self.engine.fleet().capacity),
-            residency=residency_of(self.engine.fleet()),
-        )
+    def status(self) -> ManagerStatus:
+        return ManagerStatusSource(self.engine, address="127.0.0.1:6379").take(fresh_inventory=True)
 
 
 class MemoryRegistryClient:
@@ -117,7 +112,6 @@ class MemoryRegistryClient:
         return self.call(self.registry.engine_endpoints())
 
     def ingress_endpoints(self, facts: Mapping[str, Any]) -> list[EndpointStatus]:
-        recorded = facts.get(ENDPOINTS_FACT)
-        if not isinstance(recorded, list):
-            return []
-        return endpoint_statuses(recorded, set(self.alive_nodes), self.running_replicas)
+        return endpoint_statuses(
+            recorded_endpoints(facts), set(self.alive_nodes), self.running_replicas
+        )

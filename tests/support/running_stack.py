@@ -115,7 +115,12 @@ class RunningStack:
     def status(self) -> dict[str, object]:
         result = subprocess.run(
             # --window-s 0: no live tok/s sampling (12 s of scraping) unless a test wants it.
-            [SWITCHYARD, "status", "--json", "--window-s", "0", "--state-dir", str(self.state_dir)],
+            # Over Ray: the manager's view as of now (the gateway's route serves the one it
+            # published up to two seconds ago; tests/e2e/test_inventory_status.py tests it).
+            [
+                *(SWITCHYARD, "status", "--json", "--window-s", "0", "--via", "ray"),
+                *("--state-dir", str(self.state_dir)),
+            ],
             capture_output=True,
             text=True,
             timeout=120,

@@ -60,6 +60,9 @@ def inventory_file(state_dir: Path) -> Path:
 
 SUITE_KEY_ENV = "SWITCHYARD_SUITE_KEY"
 """The variable the fake stack's keys file reads the suite's key from (`key_env`)."""
+ADMIN_KEY = "sy-operator-suite"
+ADMIN_KEY_ENV = "SWITCHYARD_SUITE_ADMIN_KEY"
+"""The variable the fake stack's `up --admin-key-env` reads its operator key from."""
 
 
 def keys_file(state_dir: Path) -> Path:
@@ -90,6 +93,8 @@ def fake_up_args(state_dir: Path) -> tuple[str, ...]:
         "2",
         "--keys",
         str(keys_file(state_dir)),
+        "--admin-key-env",
+        ADMIN_KEY_ENV,
     )
 
 
@@ -107,6 +112,8 @@ def serving(state_dir: Path, up_args: tuple[str, ...]) -> Iterator[RunningStack]
     running.env["RAY_metrics_report_interval_ms"] = str(METRICS_REPORT_INTERVAL_MS)
     if with_keys_file:
         running.env[SUITE_KEY_ENV] = API_KEY
+    if "--admin-key-env" in up_args:
+        running.env[ADMIN_KEY_ENV] = ADMIN_KEY
     try:
         result = running.up(*up_args)
         assert result.returncode == 0, result.stdout + result.stderr

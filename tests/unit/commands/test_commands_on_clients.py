@@ -9,17 +9,20 @@ import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from cluster.telemetry.status_publisher import ManagerStatusSource
 from domain.exit_codes import ExitCode, UserInputError
 from domain.fleet_file import parse_fleet_file
 from domain.model_state import ModelState
 from domain.operation import Outcome
 from domain.operation_request import AddRequest, ParkRequest, RemoveRequest, WakeRequest
+from domain.status_report import StatusReport
 from domain.tenant_keys import KEYS_FILE_FACT, read_keys_file
-from serve_apps.registry.registry_actor import ENDPOINTS_FACT
 from serve_apps.registry.routing_table import ModelRoute
+from serve_apps.registry.status_document import ENDPOINTS_FACT
 from switchyard.commands.export import export
 from switchyard.commands.keys import reload_keys
 from switchyard.commands.status import status_report
@@ -83,6 +86,75 @@ def test_status_reads_models_and_facts_from_the_registry_and_the_rest_from_the_m
     assert endpoint.alive and endpoint.url == "http://127.0.0.1:8000/v1"
     assert endpoint.running_replicas == 0
     assert status.inventory == manager.engine.inventory() and status.tenants is None
+
+
+def test_the_gateway_route_serves_the_same_document_from_the_manager_s_published_view(
+    registry: MemoryRegistryClient, manager: MemoryManagerClient
+) -> None:
+    # What `status` reads over Ray and what the registry answers for the gateway's route
+    # (from the view the manager published, with no Ray call) are one document.
+    done = manager.run(AddRequest(config=OLD))
+    assert done is not None and done.outcome is Outcome.DONE, done
+    fleet_model = manager.engine.fleet().models[OLD.name]
+    route = ModelRoute(
+        OLD.name, fleet_model.app.app, OLD.name, ModelState.READY, OLD.source, str(OLD.layout)
+    )
+    registry.call(registry.registry.put_model(route))
+    head = {"url": "http://127.0.0.1:8000", "node_id": "head-node", "head": True, "app": "gw"}
+    registry.set_fact(ENDPOINTS_FACT, [head])
+    published = manager.status().model_copy(
+        update={"alive_nodes": ["head-node"], "running_replicas": {}}
+    )
+    registry.call(registry.registry.set_manager_status(published))
+
+    over_ray = status_report("127.0.0.1:6379", registry, manager)
+    through_gateway = StatusReport.model_validate(
+        registry.call(registry.registry.status_document())
+    )
+
+    assert through_gateway.read_via == "gateway" and over_ray.read_via == "ray"
+    volatile = {"read_via", "manager_status_age_s"}
+    assert through_gateway.model_dump(exclude=volatile) == over_ray.model_dump(exclude=volatile)
+    assert through_gateway.models[0].residency == "always"
+    assert through_gateway.manager_status_age_s is not None
+
+
+def test_the_route_s_document_before_the_manager_has_published_shows_the_registry_only(
+    registry: MemoryRegistryClient,
+) -> None:
+    document = StatusReport.model_validate(registry.call(registry.registry.status_document()))
+    assert document.inventory is None and document.manager_status_age_s is None
+    assert document.read_via == "gateway"
+
+
+def test_a_published_view_probes_the_nodes_again_only_after_a_change_or_a_minute(
+    fleet: Fleet,
+) -> None:
+    probes: list[float] = []
+    now = [1000.0]
+    real_probe = fleet.engine.inventory
+
+    def counting_probe() -> dict[str, Any]:
+        probes.append(now[0])
+        return real_probe()
+
+    fleet.engine.inventory = counting_probe  # type: ignore[method-assign]
+    source = ManagerStatusSource(
+        fleet.engine, address="a:1", clock=lambda: now[0], inventory_max_age_s=60.0
+    )
+    for _ in range(3):
+        source.take(fresh_inventory=False)
+        now[0] += 10
+    assert len(probes) == 1
+    done = fleet.engine.run(AddRequest(config=OLD))
+    assert done.outcome is Outcome.DONE, done
+    source.take(fresh_inventory=False)
+    assert len(probes) == 2  # the fleet changed
+    now[0] += 61
+    source.take(fresh_inventory=False)
+    assert len(probes) == 3  # too old
+    source.take(fresh_inventory=True)
+    assert len(probes) == 4  # `status` over Ray always probes
 
 
 def test_status_shows_a_parked_model_with_its_last_wake(

@@ -3,7 +3,6 @@ Ray's driver prints a cluster event (e.g. a dead node) while the status is colle
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -34,8 +33,10 @@ def test_a_ray_event_printed_meanwhile_goes_to_stderr_not_into_the_document(
 
     monkeypatch.setattr(status, "collect", collect)
     monkeypatch.setattr(status, "_add_live_metrics", lambda *_: None)
-    args = argparse.Namespace(
-        address="127.0.0.1:6379", state_dir=tmp_path, json=True, prometheus=None, window_s=0.0
+    from switchyard.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["status", "--address", "127.0.0.1:6379", "--state-dir", str(tmp_path), "--json"]
     )
     captured_stdout = sys.stdout
     try:

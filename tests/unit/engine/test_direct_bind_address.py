@@ -17,7 +17,7 @@ import pytest
 from cluster.startup.ingress_nodes import ingress_nodes
 from serve_apps.engine.endpoint_registration import LOOPBACK, direct_bind_address, ingress_ips_of
 from serve_apps.internals import HEAD_NODE_RESOURCE
-from serve_apps.registry.registry_actor import ENDPOINTS_FACT
+from serve_apps.registry.status_document import ENDPOINTS_FACT
 
 HEAD = "f3" * 28
 NODE_A = "1a" * 28

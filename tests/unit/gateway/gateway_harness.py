@@ -34,6 +34,12 @@ class FakeRegistry:
         self._changed = asyncio.Event()
         self.wakes_asked: list[str] = []
         """Parked models the gateway asked to wake, in order."""
+        self.status_reads = 0
+
+    async def status_document(self) -> dict[str, Any]:
+        """What the registry's `status_document` answers, reduced to what a test reads."""
+        self.status_reads += 1
+        return {"read_via": "gateway", "routing_table_version": self.table.version}
 
     async def request_wake(self, name: str) -> None:
         self.wakes_asked.append(name)
@@ -191,6 +197,7 @@ async def serving(
         metrics=metrics,
         tenants=tenant_sync,
         request_wake=registry.request_wake,
+        status_document=registry.status_document,
     )
     gateway.start()
     try:
