@@ -1,26 +1,61 @@
-"""Print the first engine replica's direct URL and token, as the fleet registry has them.
+"""Read what a benchmark needs from a running stack over Ray, in a process of its own, so the
+benchmark's process never becomes a Ray driver (a driver's threads would share its cores
+during the measurements):
 
-Run by relay_paths.engine_endpoint in a process of its own, so the benchmark's process never
-becomes a Ray driver (a driver's threads would share its cores during the measurements):
-
-    python -m benchmarks.registry_probe RAY_ADDRESS     # prints ["http://...", "token"]
+    python -m benchmarks.registry_probe RAY_ADDRESS [APP_PREFIX]
+        # the direct URL and token of the first engine replica (of an app whose name starts
+        # with APP_PREFIX): prints ["http://...", "token"]
+    python -m benchmarks.registry_probe RAY_ADDRESS --manager-ready TIMEOUT_S
+        # waits until the fleet manager answers `ping` (reconciled); exit 1 at the timeout
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 
 from cluster.clients.registry_client import RayRegistryClient
 
 
 def main(argv: list[str]) -> int:
-    found = RayRegistryClient.connect(argv[0]).engine_endpoints()
+    from cluster.startup.ray_auth import apply_token_auth_default
+
+    # Before Ray is imported: it reads RAY_AUTH_MODE once, at import (as the CLI does).
+    apply_token_auth_default()
+    if len(argv) == 3 and argv[1] == "--manager-ready":
+        return manager_ready(argv[0], float(argv[2]))
+    prefix = argv[1] if len(argv) > 1 else ""
+    found = [
+        e for e in RayRegistryClient.connect(argv[0]).engine_endpoints()
+        if e.app_name.startswith(prefix)
+    ]  # fmt: skip
     if not found:
-        print("the fleet registry has no engine endpoint", file=sys.stderr)
+        print(
+            f"the fleet registry has no engine endpoint of {prefix or 'any'} app", file=sys.stderr
+        )
         return 1
     print(json.dumps([found[0].url, found[0].token]))
     return 0
+
+
+def manager_ready(address: str, timeout_s: float) -> int:
+    import ray
+
+    from cluster.ray_adapters.manager_actor import manager_actor
+    from cluster.startup.ray_runtime import connect
+
+    connect(address)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if ray.get(manager_actor().ping.remote(), timeout=10):
+                return 0
+        except Exception:  # restarting: not found, or died with the call
+            pass
+        time.sleep(0.2)
+    print("the manager did not answer ping in time", file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -82,6 +82,11 @@ SUITES: tuple[Suite, ...] = (
         "wall time of `switchyard plan` per reference config, in fresh processes",
         "benchmarks.plan_latency",
     ),
+    Suite(
+        "scale",
+        "one stack of fake engines grown to 48 models: commands, gateway, control plane, limits",
+        "benchmarks.scale",
+    ),
 )
 
 

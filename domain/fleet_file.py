@@ -12,7 +12,7 @@ that names one ends in `_env` and holds an environment variable's name.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from domain.alias_map import aliases_by_model
 from domain.deployment_config import (
     EngineConfig,
     LayoutConfig,
@@ -306,6 +307,24 @@ def read_fleet_file(path: Any) -> tuple[FleetFile, str]:
     return parse_fleet_file(raw.decode("utf-8", errors="replace"), str(file)), hashlib.sha256(
         raw
     ).hexdigest()
+
+
+def exported_entries(
+    requested: Mapping[str, FleetModelEntry], aliases: Mapping[str, str]
+) -> list[FleetModelEntry]:
+    """Each live model's entry as asked for (`requested`: name -> entry), with the aliases
+    it has now (`aliases`: alias -> name), by name: what `export` prints, and what `diff
+    -f` of that shows no changes against."""
+    by_model = aliases_by_model(aliases)
+    entries = []
+    for name, entry in sorted(requested.items()):
+        now = by_model.get(name, ())
+        if now != entry.aliases:
+            entry = FleetModelEntry.model_validate(
+                {**entry.model_dump(mode="json", exclude_unset=True), "aliases": now}
+            )
+        entries.append(entry)
+    return entries
 
 
 def fleet_file_text(models: Sequence[FleetModelEntry]) -> str:

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from domain.fleet_file import FleetModelEntry
 from domain.operation import SCHEMA_VERSION, RunningOperation, SwapSummary
 
 
@@ -169,6 +170,11 @@ class ManagerStatus(_Document):
     """Ray node ids alive when the view was taken (for the ingress endpoints' `alive`)."""
     running_replicas: dict[str, int] | None = None
     """Running replicas per Serve application; None where Serve could not be asked."""
+    fleet: list[FleetModelEntry] = Field(default_factory=list)
+    """Each live model's entry as it was asked for (not in the status document: the
+    gateway's `GET /switchyard/v1/fleet` serves it, for `export` and `diff`)."""
+    fleet_aliases: dict[str, str] = Field(default_factory=dict)
+    """The fleet's aliases (alias -> model) as the manager keeps them."""
 
 
 class StatusReport(_Document):

@@ -32,7 +32,7 @@ from cluster.fleet.swap_flow import swap
 from cluster.inventory.policy_inventory import policy_inventory
 from domain.accelerator_claims import summed_claims
 from domain.deployment_config import ModelDeploymentConfig
-from domain.fleet_file import FleetFile, FleetModelEntry
+from domain.fleet_file import FleetFile, FleetModelEntry, exported_entries
 from domain.fleet_file_diff import diff_fleet
 from domain.fleet_state import FleetState
 from domain.model_state import ModelState
@@ -150,17 +150,9 @@ class FleetEngine:
     def export(self) -> list[FleetModelEntry]:
         """Each live model's entry as asked for, with the aliases it has now."""
         state = self._ctx.desired.state
-        by_model = state.aliases_by_model()
-        entries = []
-        for name, model in sorted(state.models.items()):
-            entry = model.requested
-            aliases = by_model.get(name, ())
-            if aliases != entry.aliases:
-                entry = FleetModelEntry.model_validate(
-                    {**entry.model_dump(mode="json", exclude_unset=True), "aliases": aliases}
-                )
-            entries.append(entry)
-        return entries
+        return exported_entries(
+            {name: model.requested for name, model in state.models.items()}, state.aliases
+        )
 
     def record_apply(self, record: dict[str, Any]) -> None:
         """Journal an `apply` (its file's sha256, who ran it, its steps; then its end)."""

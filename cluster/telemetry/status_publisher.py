@@ -97,6 +97,8 @@ class ManagerStatusSource:
             residency=residency_of(fleet),
             alive_nodes=sorted(alive),
             running_replicas=running,
+            fleet=[model.requested for _, model in sorted(fleet.models.items())],
+            fleet_aliases=dict(fleet.aliases),
         )
 
     def _inventory_for(self, fingerprint: Hashable, fresh: bool) -> tuple[dict[str, Any], float]:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
@@ -59,8 +59,15 @@ log = logging.getLogger(__name__)
 
 STREAMING_METHODS: frozenset[Method] = frozenset({"chat", "completions", "responses"})
 
-FetchStatus = Callable[[], Awaitable[dict[str, Any]]]
-"""() -> the `status --json` document (the registry assembles it: registry/status_document.py)."""
+
+class OperatorDocuments(Protocol):
+    """What the operator routes serve, from the registry."""
+
+    async def operator_document(self, which: str) -> dict[str, Any] | None:
+        """`status`: the `status --json` document (registry/status_document.py); `fleet`:
+        the live fleet as asked for; None until the manager has published its view."""
+        ...
+
 
 ParseRequest = Callable[[Method, dict[str, Any]], Any]
 """Turns a JSON body into the model server's request object; raises ValueError if invalid."""
@@ -78,10 +85,10 @@ class Gateway:
         metrics: GatewayMetrics | None = None,
         tenants: tuple[FetchTenants, ExchangeUsage] | None = None,
         request_wake: RequestWake | None = None,
-        status_document: FetchStatus | None = None,
+        operator_documents: OperatorDocuments | None = None,
     ) -> None:
         self._settings = settings
-        self._status_document = status_document
+        self._operator_documents = operator_documents
         self._gate = TenantGate(settings.initial_tenants())
         self._metrics: GatewayMetrics = TenantAccounting(
             metrics or DiscardGatewayMetrics(), self._gate.used_tokens
@@ -191,16 +198,11 @@ class Gateway:
         @app.get("/switchyard/v1/status")
         async def status() -> dict[str, Any]:
             # The guard let only the operator through (operator_access.py).
-            if self._status_document is None:
-                raise routing_error(404, "GET", "/switchyard/v1/status")
-            try:
-                return await self._status_document()
-            except Exception as exc:
-                raise unavailable(
-                    f"The fleet registry did not answer ({type(exc).__name__}); it restarts "
-                    "with the cluster's head.",
-                    self._settings.retry_after_s,
-                ) from exc
+            return await self._operator_document("status")
+
+        @app.get("/switchyard/v1/fleet")
+        async def fleet() -> dict[str, Any]:
+            return await self._operator_document("fleet")
 
         @app.get("/v1/models")
         async def models(request: Request) -> dict[str, Any]:
@@ -225,6 +227,26 @@ class Gateway:
             )
 
         return app
+
+    async def _operator_document(self, which: str) -> dict[str, Any]:
+        """The registry's status or fleet document (`OperatorDocuments`)."""
+        path = f"/switchyard/v1/{which}"
+        if self._operator_documents is None:
+            raise routing_error(404, "GET", path)
+        try:
+            document = await self._operator_documents.operator_document(which)
+        except Exception as exc:
+            raise unavailable(
+                f"The fleet registry did not answer ({type(exc).__name__}); it restarts with "
+                "the cluster's head.",
+                self._settings.retry_after_s,
+            ) from exc
+        if document is None:
+            raise unavailable(
+                "The fleet manager has not published its view yet (it starts, or restarts).",
+                self._settings.retry_after_s,
+            )
+        return document
 
     # ---------------------------------------------------------------- requests
     async def _handle(self, scope: Scope, receive: Receive, method: Method) -> Answer:

@@ -1,4 +1,5 @@
-"""Who may read the operator routes (`GET /switchyard/v1/status`): the operator key only.
+"""Who may read the operator routes (`GET /switchyard/v1/status` and `/switchyard/v1/fleet`):
+the operator key only.
 
 The status document shows every node's hardware and every tenant's usage, so a tenant key
 never opens it. With an operator key (`up --admin-key-env NAME`; the gateway holds its
@@ -14,7 +15,7 @@ import hmac
 
 from serve_apps.gateway.openai_errors import GatewayError
 
-OPERATOR_PATHS = frozenset({"/switchyard/v1/status"})
+OPERATOR_PATHS = frozenset({"/switchyard/v1/status", "/switchyard/v1/fleet"})
 """Paths only the operator may read."""
 
 

@@ -124,10 +124,11 @@ class RegistryClient:
     async def request_wake(self, name: str) -> None:
         await self._registry().request_wake.remote(name)
 
-    async def status_document(self) -> dict[str, Any]:
-        document: dict[str, Any] = await asyncio.wait_for(
-            self._registry().status_document.remote(), 10.0
-        )
+    async def operator_document(self, which: str) -> dict[str, Any] | None:
+        """The registry's status (`status`) or fleet (`fleet`) document."""
+        registry = self._registry()
+        call = registry.status_document if which == "status" else registry.fleet_document
+        document: dict[str, Any] | None = await asyncio.wait_for(call.remote(), 10.0)
         return document
 
 
@@ -233,7 +234,7 @@ class GatewayReplica:
             RayGatewayMetrics(settings.inter_token_sample_every),
             tenants=(registry.fetch_tenants, registry.exchange_usage),
             request_wake=registry.request_wake,
-            status_document=registry.status_document,
+            operator_documents=registry,
         )
 
         self._gateway.start()

@@ -405,6 +405,19 @@ class FleetRegistry:
         document: dict[str, Any] = report.model_dump(mode="json")
         return document
 
+    async def fleet_document(self) -> dict[str, Any] | None:
+        """The live fleet as the manager last published it: each model's entry as asked
+        for (only the keys it was given, as `export` prints them) and the aliases; None
+        until the manager has published."""
+        manager = self._manager_status
+        if manager is None:
+            return None
+        return {
+            "models": [e.model_dump(mode="json", exclude_unset=True) for e in manager.fleet],
+            "aliases": dict(manager.fleet_aliases),
+            "published_at": manager.published_at,
+        }
+
 
 def registry_actor(*, create: bool = True) -> Any:
     """The registry actor handle, created (detached) if it does not exist and `create`."""

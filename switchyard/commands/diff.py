@@ -65,10 +65,28 @@ def read_checked_fleet_file(path: Path) -> tuple[Any, str]:
 
 
 def live_plan(address: str | None, state_dir: Path | None, desired: Any) -> dict[str, Any]:
-    """The manager's judged plan from the live fleet to `desired`, as JSON."""
-    from cluster.clients.manager_client import RayManagerClient
-    from switchyard.operation_runner import resolve_address
+    """The manager's judged plan from the live fleet to `desired`, as JSON.
 
+    A file that changes nothing is answered from the gateway's fleet route without joining
+    the cluster (the seconds a Ray driver takes to connect), when no model is on demand:
+    an empty plan judges nothing, but a fleet with on-demand models also reports the pairs
+    that can never be resident together, which takes the manager's admission."""
+    from cluster.clients.manager_client import RayManagerClient
+    from cluster.fleet.fleet_plan import FleetPlan
+    from domain.fleet_file_diff import diff_fleet
+    from switchyard.operation_runner import resolve_address
+    from switchyard.operator_routes import RouteUnavailable, local_routes
+
+    routes = local_routes(address, state_dir)
+    if routes is not None:
+        try:
+            live = routes.fleet()
+        except RouteUnavailable:
+            pass
+        else:
+            diff = diff_fleet(live.models, live.aliases, desired)
+            if not diff.changes and not live.on_demand:
+                return FleetPlan(steps=(), left_aliases=diff.left_aliases).to_json()
     manager = RayManagerClient.connect(resolve_address(address, state_dir))
     return manager.plan_fleet(desired).to_json()
 

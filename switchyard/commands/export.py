@@ -26,8 +26,20 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cluster.clients.manager_client import RayManagerClient
+    from domain.fleet_file import exported_entries, fleet_file_text
     from switchyard.operation_runner import resolve_address
+    from switchyard.operator_routes import RouteUnavailable, local_routes
 
+    # Through the gateway when it answers (no Ray driver: well under a second), else Ray.
+    routes = local_routes(args.address, args.state_dir)
+    if routes is not None:
+        try:
+            live = routes.fleet()
+        except RouteUnavailable:
+            pass
+        else:
+            print(fleet_file_text(exported_entries(live.models, live.aliases)), end="")
+            return ExitCode.OK
     return export(RayManagerClient.connect(resolve_address(args.address, args.state_dir)))
 
 

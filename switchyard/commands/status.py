@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from cluster.clients.manager_client import ManagerApi
     from cluster.clients.registry_client import RegistryApi
     from domain.status_report import HeadStatus, MetricsStatus, StatusReport
-    from switchyard.status_route import StatusRoute
 
 
 def register(subparsers: Any) -> None:
@@ -67,9 +66,6 @@ def register(subparsers: Any) -> None:
         "auto: the route when it answers, else Ray (default)",
     )
     parser.set_defaults(handler=run)
-
-
-DEFAULT_ADMIN_KEY_ENV = "SWITCHYARD_ADMIN_KEY"
 
 
 def collect(address: str) -> StatusReport:
@@ -140,10 +136,7 @@ def run(args: argparse.Namespace) -> int:
             raise UserInputError(f"--address: none given and no stack recorded in {state_dir}")
         address = given
         head = _head_status(state_dir, info)
-        route = _local_route(args, info, address)
-        status_or_none = None
-        if route is not None:
-            status_or_none = _from_route(route, fallback=args.via == "auto")
+        status_or_none = _local_status(args, address)
         if status_or_none is None:
             if args.json:
                 # Ray's driver prints cluster error events (e.g. "(raylet) The node ... died")
@@ -231,63 +224,48 @@ def run(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _operator_key(args: argparse.Namespace, recorded: str | None) -> str | None:
-    import os
-
-    name = args.admin_key_env or recorded or DEFAULT_ADMIN_KEY_ENV
-    return os.environ.get(name, "").strip() or None
-
-
 def _from_url(args: argparse.Namespace) -> StatusReport:
     """The document from a remote endpoint's route; a refusal or a silent endpoint is an
     error here (there is no Ray to fall back on)."""
-    from switchyard.status_route import RouteUnavailable, StatusRoute
+    from switchyard.operator_routes import OperatorRoutes, RouteUnavailable, operator_key
 
     if args.window_s:
         raise UserInputError(
             "--window-s: scrapes Ray's metrics agents from this machine; with --url the live "
             "figures are the manager's samples (or --prometheus URL)"
         )
-    route = StatusRoute(args.url, _operator_key(args, None), args.cacert)
+    routes = OperatorRoutes(args.url, operator_key(args.admin_key_env), args.cacert)
     try:
-        return route.fetch()
+        return routes.status()
     except RouteUnavailable as exc:
         if exc.status in (401, 403, 404):
             raise UserInputError(f"--url: {exc}") from None
         raise EndpointUnreachable(str(exc)) from None
 
 
-def _local_route(args: argparse.Namespace, info: Any, address: str) -> StatusRoute | None:
-    """The recorded stack's route, when `status` reads that stack (not another --address)
-    and may use it."""
-    from switchyard.status_route import StatusRoute
+def _local_status(args: argparse.Namespace, address: str) -> StatusReport | None:
+    """The recorded stack's document through its gateway; None (read it over Ray) when
+    `status` reads another stack, or the route gives none and `--via auto`."""
+    from switchyard.operator_routes import RouteUnavailable, local_routes
 
-    if args.via == "ray" or info is None or info.address != address:
+    if args.via == "ray":
+        return None
+    routes = local_routes(
+        address, args.state_dir, admin_key_env=args.admin_key_env, ca_file=args.cacert
+    )
+    if routes is None:
         if args.via == "gateway":
             raise UserInputError(
                 "--via gateway: no stack recorded for this address in the state directory; "
                 "use --url URL"
             )
         return None
-    return StatusRoute(
-        info.endpoint,
-        _operator_key(args, getattr(info, "admin_key_env", None)),
-        args.cacert or getattr(info, "tls_cert", None),
-    )
-
-
-def _from_route(route: StatusRoute, *, fallback: bool) -> StatusReport | None:
-    """The document through the gateway; None (read it over Ray) when the route gives none
-    and `fallback`."""
-    from switchyard.status_route import RouteUnavailable
-
     try:
-        status = route.fetch()
+        return routes.status()
     except RouteUnavailable as exc:
-        if fallback:
+        if args.via == "auto":
             return None
         raise UserInputError(f"--via gateway: {exc}") from None
-    return status
 
 
 def _head_status(state_dir: Path, info: Any) -> HeadStatus | None:

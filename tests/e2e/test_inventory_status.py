@@ -209,3 +209,31 @@ def test_status_url_reads_a_stack_from_a_process_that_cannot_import_ray(
     assert tenant.returncode == nobody.returncode == 2
     assert "invalid operator key" in tenant.stderr.lower()
     assert closed.returncode == 3 and "endpoint unreachable" in closed.stderr
+
+
+def test_export_and_an_unchanged_diff_read_the_fleet_route_as_over_ray(
+    stack: RunningStack, tmp_path: Path
+) -> None:
+    # With the operator key, `export` and a `diff -f` that changes nothing answer from the
+    # gateway's fleet route (no Ray driver); without it, over Ray: the same text.
+    operator = {**stack_env(stack.state_dir), ADMIN_KEY_ENV: ADMIN_KEY}
+    state = ["--state-dir", str(stack.state_dir)]
+
+    def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [SWITCHYARD, *args, *state], capture_output=True, text=True, timeout=120, env=env,
+            check=False,
+        )  # fmt: skip
+
+    through_gateway = cli("export", env=operator)
+    over_ray = cli("export", env=stack_env(stack.state_dir))
+    assert through_gateway.returncode == over_ray.returncode == 0, through_gateway.stderr
+    assert through_gateway.stdout == over_ray.stdout
+    exported = tmp_path / "exported.yaml"
+    exported.write_text(through_gateway.stdout)
+    unchanged = cli("diff", "-f", str(exported), "--json", env=operator)
+    assert unchanged.returncode == 0, unchanged.stderr
+    assert json.loads(unchanged.stdout) == json.loads(
+        cli("diff", "-f", str(exported), "--json", env=stack_env(stack.state_dir)).stdout
+    )
+    assert json.loads(unchanged.stdout)["changes"] == []

@@ -36,9 +36,12 @@ class FakeRegistry:
         """Parked models the gateway asked to wake, in order."""
         self.status_reads = 0
 
-    async def status_document(self) -> dict[str, Any]:
-        """What the registry's `status_document` answers, reduced to what a test reads."""
+    async def operator_document(self, which: str) -> dict[str, Any] | None:
+        """What the registry's status and fleet documents answer, reduced to what a test
+        reads."""
         self.status_reads += 1
+        if which == "fleet":
+            return {"models": [], "aliases": dict(self.table.aliases)}
         return {"read_via": "gateway", "routing_table_version": self.table.version}
 
     async def request_wake(self, name: str) -> None:
@@ -197,7 +200,7 @@ async def serving(
         metrics=metrics,
         tenants=tenant_sync,
         request_wake=registry.request_wake,
-        status_document=registry.status_document,
+        operator_documents=registry,
     )
     gateway.start()
     try:
