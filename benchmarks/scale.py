@@ -294,6 +294,77 @@ def reconcile_s(state: Path, scope: Any, timeout_s: float = 300.0) -> float | No
     return round(time.monotonic() - started, 2)
 
 
+# ---------------------------------------------------------------- by description
+
+
+def described_cluster(nodes: int) -> str:
+    return "accelerator: gpu\nnodes:\n" + "".join(
+        f"  - {{name: node-{i:04d}, gpu_model: h100, gpu_count: 8}}\n" for i in range(nodes)
+    )
+
+
+def described_fleet(models: int, sources: list[Path]) -> str:
+    """`models` entries alternating over the reference configs (Kimi-K2.5, MiniMax-M2.5)."""
+    lines = ["models:"]
+    for i in range(models):
+        lines += [
+            f"  - name: model-{i:03d}",
+            f"    source: {sources[i % len(sources)]}",
+            "    engine: {trust_remote_code: true}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def by_description(workdir: Path, nodes: list[int], fleets: list[int]) -> list[dict[str, Any]]:
+    """`diff --from EMPTY -f FLEET --inventory CLUSTER --json` on described clusters of
+    8-GPU H100 nodes: wall time (a fresh process), steps admitted, JSON size."""
+    from cluster.miniature_generator.reference import (
+        KIMI_K25_CONFIG,
+        MINIMAX_M25_CONFIG,
+        load_reference_config,
+    )
+
+    here = workdir / "described"
+    sources = []
+    for filename in (KIMI_K25_CONFIG, MINIMAX_M25_CONFIG):
+        source = here / "sources" / filename.removesuffix(".config.json")
+        source.mkdir(parents=True, exist_ok=True)
+        (source / "config.json").write_text(json.dumps(load_reference_config(filename)))
+        sources.append(source)
+    empty = here / "empty.yaml"
+    empty.write_text("models: []\n")
+    rows = []
+    for node_count in nodes:
+        cluster = here / f"cluster-{node_count}.yaml"
+        cluster.write_text(described_cluster(node_count))
+        for model_count in fleets:
+            fleet = here / f"fleet-{model_count}.yaml"
+            fleet.write_text(described_fleet(model_count, sources))
+            started = time.monotonic()
+            result = switchyard_cli(
+                here, "diff", "--from", str(empty), "-f", str(fleet), "--inventory",
+                str(cluster), "--json", state_flag=False, timeout_s=1800,
+            )  # fmt: skip
+            wall = time.monotonic() - started
+            row: dict[str, Any] = {"nodes": node_count, "models": model_count}
+            try:
+                plan = json.loads(result.stdout)
+            except json.JSONDecodeError:
+                rows.append({**row, "error": result.stderr[-300:]})
+                continue
+            rows.append(
+                {
+                    **row,
+                    "wall_s": round(wall, 2),
+                    "admitted_steps": sum(1 for c in plan["changes"] if c["admitted"]),
+                    "json_bytes": len(result.stdout),
+                    "json_bytes_per_model": round(len(result.stdout) / model_count),
+                }
+            )
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 # ---------------------------------------------------------------- the run
 
 
@@ -306,6 +377,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--requests-per-round", type=int, default=40)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each read command")
     parser.add_argument("--idle-s", type=float, default=10.0)
+    parser.add_argument("--described-nodes", default="8,64,512")
+    parser.add_argument("--described-models", default="8,64,256")
+    parser.add_argument(
+        "--parts", default="described,stack", help="which parts to run: described, stack"
+    )
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/switchyard-scale"))
     parser.add_argument("--results", type=Path, default=RESULTS)
     parser.add_argument("--markdown", type=Path, default=BENCHMARKS_MD)
@@ -355,6 +431,36 @@ def main(argv: list[str]) -> int:
         "sizes": [],
         "adds": [],
     }
+    parts = set(args.parts.split(","))
+    if "described" in parts:
+        document["described"] = by_description(
+            args.workdir,
+            [int(n) for n in args.described_nodes.split(",")],
+            [int(m) for m in args.described_models.split(",")],
+        )
+    if "stack" in parts:
+        grow_stack(document, sizes, state, keys, port, base_url, args)
+    document["load_after"] = load_average()
+    document["fits"] = fitted_limits(document)
+    args.results.mkdir(parents=True, exist_ok=True)
+    (args.results / SUITE.result.name).write_text(json.dumps(document, indent=2) + "\n")
+    if document["sizes"]:
+        plot(document, args.results / "scale.png")
+    write_block(args.markdown, SUITE, markdown(document))
+    print(markdown(document), flush=True)
+    return 0
+
+
+def grow_stack(
+    document: dict[str, Any],
+    sizes: list[int],
+    state: Path,
+    keys: Path,
+    port: int,
+    base_url: str,
+    args: argparse.Namespace,
+) -> None:
+    """The stack part: grow one stack through `sizes`, measuring at each."""
     slots = max(sizes) + 1
     up = switchyard_cli(
         state, "up", "--detach", "--fake-engines", "--gcs-store", "local",
@@ -399,14 +505,6 @@ def main(argv: list[str]) -> int:
             }
     finally:
         switchyard_cli(state, "down", timeout_s=600)
-    document["load_after"] = load_average()
-    document["fits"] = fitted_limits(document)
-    args.results.mkdir(parents=True, exist_ok=True)
-    (args.results / SUITE.result.name).write_text(json.dumps(document, indent=2) + "\n")
-    plot(document, args.results / "scale.png")
-    write_block(args.markdown, SUITE, markdown(document))
-    print(markdown(document), flush=True)
-    return 0
 
 
 def aliased_fleet(exported: Path, aliases: int) -> Path:
@@ -438,6 +536,8 @@ def fitted_limits(document: dict[str, Any]) -> dict[str, Any]:
     """Per resource: a line through the points against models, and the fleet at which it
     reaches this machine's capacity (all cores; the machine's memory)."""
     rows = document["sizes"]
+    if not rows:
+        return {}
     xs = [float(r["models"]) for r in rows]
     cores = float(document["machine"]["cores"])
     memory_mib = float(document["machine"]["memory_gib"]) * 1024
@@ -516,6 +616,25 @@ def markdown(document: dict[str, Any]) -> str:
         "![scale](benchmarks/results/scale.png)",
         "",
     ]
+    described = document.get("described") or []
+    if described:
+        lines += [
+            "`diff --from EMPTY -f FLEET --inventory CLUSTER --json` on described clusters of "
+            "8-GPU H100 nodes, the fleet alternating Kimi-K2.5 and MiniMax-M2.5 (their real "
+            "configs): wall time of the process, steps admitted, JSON size.",
+            "",
+            "| nodes | models | wall (s) | admitted | JSON (KiB) | JSON per model (bytes) |",
+            "|---:|---:|---:|---:|---:|---:|",
+        ]
+        for d in described:
+            if "error" in d:
+                lines.append(f"| {d['nodes']} | {d['models']} | failed | | | |")
+                continue
+            lines.append(
+                f"| {d['nodes']} | {d['models']} | {d['wall_s']:.2f} | {d['admitted_steps']} "
+                f"| {d['json_bytes'] / 1024:.0f} | {d['json_bytes_per_model']} |"
+            )
+        lines.append("")
     names = list(rows[0]["commands_s"]) if rows else []
     lines += [
         "| models | " + " | ".join(f"`{n}` (s)" for n in names) + " |",

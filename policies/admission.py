@@ -199,11 +199,19 @@ class Decision:
     objective: Objective = Objective.THROUGHPUT
     recommended_by_objective: Mapping[Objective, Candidate | None] = field(default_factory=dict)
 
-    def to_json_dict(self) -> dict[str, Any]:
+    def to_json_dict(self, max_candidates: int | None = None) -> dict[str, Any]:
+        """The decision as JSON; at most `max_candidates` candidates (None: all of them).
+
+        The candidates grow with the cluster (data-parallel sizes up to its accelerators:
+        about 2,200 for Kimi-K2.5 on 512 nodes of 8, 1.5 MB), so a bounded answer lists the
+        recommended ones, then the usable ones, then the refused ones, each in the order
+        considered, and counts what it leaves out by reason code."""
+
         def as_json(c: Candidate | None) -> dict[str, Any] | None:
             return None if c is None else c.to_json_dict()
 
-        return {
+        listed = self._listed(max_candidates)
+        out = {
             "admitted": self.admitted,
             "reasons": [str(r) for r in self.reasons],
             "objective": self.objective.value,
@@ -211,8 +219,34 @@ class Decision:
             "recommended_by_objective": {
                 o.value: as_json(self.recommended_by_objective.get(o)) for o in Objective
             },
-            "candidates": [c.to_json_dict() for c in self.candidates],
+            "candidates": [c.to_json_dict() for c in listed],
         }
+        if len(listed) < len(self.candidates):
+            kept = {id(c) for c in listed}
+            by_reason: dict[str, int] = {}
+            for c in self.candidates:
+                if id(c) not in kept:
+                    code = c.reasons[0].code if c.reasons else "usable"
+                    by_reason[code] = by_reason.get(code, 0) + 1
+            out["candidates_total"] = len(self.candidates)
+            out["candidates_left_out"] = dict(sorted(by_reason.items()))
+        return out
+
+    def _listed(self, limit: int | None) -> list[Candidate]:
+        if limit is None or len(self.candidates) <= limit:
+            return list(self.candidates)
+        recommended = {
+            id(c) for c in (self.recommended, *self.recommended_by_objective.values()) if c
+        }
+        ranked = sorted(
+            range(len(self.candidates)),
+            key=lambda i: (
+                id(self.candidates[i]) not in recommended,
+                not self.candidates[i].usable,
+                i,
+            ),
+        )
+        return [self.candidates[i] for i in sorted(ranked[:limit])]
 
     def candidate(self, layout: Layout) -> Candidate:
         """The candidate for `layout` (KeyError when it was not considered)."""
@@ -256,10 +290,27 @@ def admit(
         placer = Placer(
             nodes, weights_bytes=weights.total_bytes, cached_on=request.weights_cached_on
         )
+        # Once per pool, not per candidate: a pool can have hundreds of nodes.
+        gpus_per_node = max(n.gpus for n in nodes)
+        # The engine settings depend on the layout only through its world size (TP x PP).
+        settings_by_world: dict[int, EngineSettings] = {}
         for layout in layouts:
-            settings = _engine_settings(request, gpu, layout)
+            settings = settings_by_world.get(layout.gpus_per_replica)
+            if settings is None:
+                settings = _engine_settings(request, gpu, layout)
+                settings_by_world[layout.gpus_per_replica] = settings
             candidates.append(
-                _judge(spec, shape, weights, layout, gpu, nodes, placer, request, max_len, settings)
+                _judge(
+                    spec,
+                    shape,
+                    layout,
+                    gpu,
+                    gpus_per_node,
+                    placer,
+                    request,
+                    max_len,
+                    settings,
+                )
             )
     best = {o: _best(candidates, o) for o in Objective}
     candidates.sort(key=RANKINGS[request.objective])
@@ -312,16 +363,14 @@ def _engine_settings(request: AdmissionRequest, gpu: GpuProfile, layout: Layout)
 def _judge(
     spec: ModelSpec,
     shape: ModelBytes,
-    weights: WeightSize,
     layout: Layout,
     gpu: GpuProfile,
-    nodes: tuple[NodeInventory, ...],
+    gpus_per_node: int,
     placer: Placer,
     request: AdmissionRequest,
     max_len: int,
     settings: EngineSettings,
 ) -> Candidate:
-    gpus_per_node = max(n.gpus for n in nodes)
     rule_reasons = list(check_model_rules(spec, layout))
     for device_rule in (
         tensor_parallel_within_node(layout, gpus_per_node, gpu.interconnect),

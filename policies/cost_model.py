@@ -28,10 +28,15 @@ from functools import lru_cache
 from math import comb
 
 from policies.checkpoint.model_spec import ModelSpec
-from policies.checkpoint.parameters import LayerBytes, ModelBytes
+from policies.checkpoint.parameters import ModelBytes
 from policies.inventory import GpuProfile
 from policies.layout import Layout
-from policies.memory import KvCacheDtype, kv_bytes_per_token_per_layer, pipeline_stages
+from policies.memory import (
+    KvCacheDtype,
+    kv_bytes_per_token_per_layer,
+    pipeline_stages,
+    stage_runs,
+)
 from policies.units import ceil_div
 
 CEILING_CONTEXT_TOKENS = 1024
@@ -87,23 +92,25 @@ def decode_cost(
     if layout.dp > 1:
         group = layout.moe_group_size
         moe_exchange = 2 * collective_s(group, hidden_bytes * layout.dp, moe_step, moe_link)
-    # Most layers are identical; compute each distinct layer's bytes once.
-    reads: dict[LayerBytes, int] = {}
-    weights_s = kv_s = collectives_s = 0.0
-    for index, layers in enumerate(stages):
-        read = 0
-        for i in layers:
-            lb = model.layers[i]
-            layer_read = reads.get(lb)
-            if layer_read is None:
-                layer_read = ceil_div(lb.split, tp) + lb.replicated
-                if model.num_kv_heads:
-                    heads = max(1, ceil_div(model.num_kv_heads, tp))
-                    layer_read += ceil_div(lb.kv_proj * heads, model.num_kv_heads)
-                layer_read += _active_expert_bytes(model, lb.experts, layout)
-                reads[lb] = layer_read
-            read += layer_read
-            collectives_s += tp_reduce + dcp_exchange + (moe_exchange if lb.experts else 0.0)
+    # Most layers are identical: each run of identical layers has one read and one set of
+    # collectives. Bytes are whole, so a stage's read is a product per run; the collectives
+    # (stages run one after another: one sum over all layers) are still added layer by
+    # layer, in order, to keep the same floating-point sum.
+    reads: list[int] = []
+    collectives_s = 0.0
+    for lb, span in model.layer_runs:
+        layer_read = ceil_div(lb.split, tp) + lb.replicated
+        if model.num_kv_heads:
+            heads = max(1, ceil_div(model.num_kv_heads, tp))
+            layer_read += ceil_div(lb.kv_proj * heads, model.num_kv_heads)
+        layer_read += _active_expert_bytes(model, lb.experts, layout)
+        reads.append(layer_read)
+        layer_collectives = tp_reduce + dcp_exchange + (moe_exchange if lb.experts else 0.0)
+        for _ in span:
+            collectives_s += layer_collectives
+    weights_s = kv_s = 0.0
+    for index, (layers, runs) in enumerate(zip(stages, stage_runs(model, layout.pp), strict=True)):
+        read = sum(reads[run] * count for run, count in runs)
         if index == len(stages) - 1:
             read += ceil_div(model.lm_head, tp)
         weights_s += read / bandwidth

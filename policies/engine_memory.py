@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from types import MappingProxyType
 
 from policies.checkpoint.model_spec import ModelSpec
@@ -197,15 +198,32 @@ def cuda_graph_bytes(
     Nothing on a device that captures no graphs or with enforce_eager."""
     if not gpu.cuda_graphs or settings.enforce_eager:
         return 0
-    sizes = capture_sizes(settings, gpu)
-    full = sum(1 for s in sizes if s <= settings.max_num_seqs) if settings.full_cuda_graphs else 0
-    moe_layers = moe_layers_in(spec, layers)
+    count, full, largest = _graph_counts(settings, gpu)
+    first = forward_transient_bytes(spec, layout, largest)
+    return _graph_pool_bytes(
+        first, count + full - 1, settings, len(layers), moe_layers_in(spec, layers)
+    )
+
+
+def _graph_pool_bytes(
+    first: int, more_graphs: int, settings: EngineSettings, num_layers: int, moe_layers: int
+) -> int:
+    """The first capture's activations plus `more_graphs` graphs at the per-graph cost."""
     per_dense = settings.constants.graph_bytes_per_dense_layer
     per_graph = (
-        moe_layers * _MOE_LAYER_GRAPH_FACTOR * per_dense + (len(layers) - moe_layers) * per_dense
+        moe_layers * _MOE_LAYER_GRAPH_FACTOR * per_dense + (num_layers - moe_layers) * per_dense
     )
-    first = forward_transient_bytes(spec, layout, max(sizes))
-    return first + (len(sizes) + full - 1) * per_graph
+    return first + more_graphs * per_graph
+
+
+@lru_cache(maxsize=256)
+def _graph_counts(settings: EngineSettings, gpu: GpuProfile) -> tuple[int, int, int]:
+    """(capture sizes, FULL graphs among them, the largest size). Cached: every pipeline
+    stage of every candidate layout with the same engine settings captures the same sizes,
+    and listing them was a good part of a large cluster's plan."""
+    sizes = capture_sizes(settings, gpu)
+    full = sum(1 for s in sizes if s <= settings.max_num_seqs) if settings.full_cuda_graphs else 0
+    return len(sizes), full, max(sizes)
 
 
 def moe_layers_in(spec: ModelSpec, layers: range) -> int:
@@ -213,6 +231,9 @@ def moe_layers_in(spec: ModelSpec, layers: range) -> int:
         return 0
     # MoE models put their dense layers first (first_k_dense_replace).
     first_moe = spec.num_layers - spec.moe.num_moe_layers
+    if layers.step == 1:
+        # A stage's contiguous layers: the MoE ones are its tail from `first_moe` on.
+        return len(range(max(layers.start, first_moe), layers.stop))
     return sum(1 for i in layers if i >= first_moe)
 
 
@@ -272,27 +293,77 @@ def non_kv_breakdown(
     last_stage: bool,
 ) -> Mapping[str, int]:
     """Every term of one stage's GPU but the KV cache, keyed by `MemoryTerm`."""
-    has_moe = moe_layers_in(spec, layers) > 0
-    terms = {
-        MemoryTerm.WEIGHTS: weights_bytes,
-        MemoryTerm.MOE_WORKSPACE: (
-            moe_workspace_bytes(spec, layout, gpu, settings.max_num_batched_tokens)
-            if has_moe
-            else 0
-        ),
-        MemoryTerm.ACTIVATION_PEAK: activation_peak_bytes(
-            spec, layout, settings, last_stage=last_stage
-        ),
-        MemoryTerm.CUDA_GRAPHS: (
-            cuda_graph_bytes(spec, layout, gpu, settings, layers)
-            if settings.cuda_graphs_subtracted
-            else 0
-        ),
-        MemoryTerm.COMMUNICATION: communication_bytes(
+    return StageTerms(spec, layout, gpu, settings).breakdown(
+        weights_bytes=weights_bytes, layers=layers, last_stage=last_stage
+    )
+
+
+class StageTerms:
+    """`non_kv_breakdown` for the pipeline stages of one layout and engine. The terms that
+    are the same on every stage (the MoE workspace, the communicators, the forward pass's
+    activations) are worked out once per layout rather than once per stage: a large
+    cluster's plan judges thousands of layouts of several stages each."""
+
+    def __init__(
+        self, spec: ModelSpec, layout: Layout, gpu: GpuProfile, settings: EngineSettings
+    ) -> None:
+        self._spec = spec
+        self._layout = layout
+        self._gpu = gpu
+        self._settings = settings
+        self._moe_workspace: int | None = None
+        self._activation: dict[bool, int] = {}
+        self._runtime: dict[bool, int] = {}
+        self._first_graph: tuple[int, int] | None = None
+        self._communication = communication_bytes(
             layout, gpu, init_buffers_subtracted=settings.init_communicators_subtracted
-        ),
-        MemoryTerm.RUNTIME: runtime_bytes(
-            spec, gpu, last_stage=last_stage, constants=settings.constants
-        ),
-    }
-    return MappingProxyType({str(k): v for k, v in terms.items()})
+        )
+
+    def breakdown(
+        self, *, weights_bytes: int, layers: range, last_stage: bool
+    ) -> Mapping[str, int]:
+        """`non_kv_breakdown` of the stage holding `layers`."""
+        spec, settings = self._spec, self._settings
+        moe_layers = moe_layers_in(spec, layers)
+        moe_workspace = 0
+        if moe_layers > 0:
+            if self._moe_workspace is None:
+                self._moe_workspace = moe_workspace_bytes(
+                    spec, self._layout, self._gpu, settings.max_num_batched_tokens
+                )
+            moe_workspace = self._moe_workspace
+        activation = self._activation.get(last_stage)
+        if activation is None:
+            activation = self._activation[last_stage] = activation_peak_bytes(
+                spec, self._layout, settings, last_stage=last_stage
+            )
+        runtime = self._runtime.get(last_stage)
+        if runtime is None:
+            runtime = self._runtime[last_stage] = runtime_bytes(
+                spec, self._gpu, last_stage=last_stage, constants=settings.constants
+            )
+        terms = {
+            MemoryTerm.WEIGHTS: weights_bytes,
+            MemoryTerm.MOE_WORKSPACE: moe_workspace,
+            MemoryTerm.ACTIVATION_PEAK: activation,
+            MemoryTerm.CUDA_GRAPHS: (
+                self._cuda_graphs(len(layers), moe_layers) if settings.cuda_graphs_subtracted else 0
+            ),
+            MemoryTerm.COMMUNICATION: self._communication,
+            MemoryTerm.RUNTIME: runtime,
+        }
+        return MappingProxyType({str(k): v for k, v in terms.items()})
+
+    def _cuda_graphs(self, num_layers: int, moe_layers: int) -> int:
+        """`cuda_graph_bytes`, its first capture and graph count worked out once."""
+        gpu, settings = self._gpu, self._settings
+        if not gpu.cuda_graphs or settings.enforce_eager:
+            return 0
+        if self._first_graph is None:
+            count, full, largest = _graph_counts(settings, gpu)
+            self._first_graph = (
+                forward_transient_bytes(self._spec, self._layout, largest),
+                count + full - 1,
+            )
+        first, more_graphs = self._first_graph
+        return _graph_pool_bytes(first, more_graphs, settings, num_layers, moe_layers)

@@ -15,10 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from functools import lru_cache
+from typing import NamedTuple
 
 from policies.checkpoint.model_spec import ModelSpec
-from policies.checkpoint.parameters import LayerBytes, ModelBytes
-from policies.engine_memory import EngineSettings, MemoryTerm, moe_layers_in, non_kv_breakdown
+from policies.checkpoint.parameters import ModelBytes
+from policies.engine_memory import EngineSettings, MemoryTerm, StageTerms
 from policies.inventory import GpuProfile, Interconnect
 from policies.layout import Layout
 from policies.units import ceil_div
@@ -55,9 +57,11 @@ class KvCacheDtype(StrEnum):
     FP8 = "fp8"
 
 
+@lru_cache(maxsize=1024)
 def pipeline_stages(num_layers: int, pp: int) -> tuple[range, ...]:
     """Layer ranges per stage, as vllm/distributed/utils.py get_pp_indices splits them:
-    layers // pp each, the remainder added to the stages just before the last."""
+    layers // pp each, the remainder added to the stages just before the last. Cached: a
+    plan asks for the same few splits for every candidate layout (the tuple is immutable)."""
     per = [num_layers // pp] * pp
     for i in range(2, num_layers % pp + 2):
         per[-i] += 1
@@ -69,29 +73,122 @@ def pipeline_stages(num_layers: int, pp: int) -> tuple[range, ...]:
     return tuple(ranges)
 
 
+def stage_runs(model: ModelBytes, pp: int) -> tuple[tuple[tuple[int, int], ...], ...]:
+    """Per pipeline stage, its layers as (index into `model.layer_runs`, how many of that
+    run's layers the stage holds), in layer order."""
+    return _stage_runs(tuple(span for _, span in model.layer_runs), pp)
+
+
+@lru_cache(maxsize=1024)
+def _stage_runs(spans: tuple[range, ...], pp: int) -> tuple[tuple[tuple[int, int], ...], ...]:
+    # Cached on the runs' spans: every candidate of a plan with the same PP splits the
+    # model's layers the same way.
+    num_layers = spans[-1].stop if spans else 0
+    return tuple(_runs_in(spans, layers) for layers in pipeline_stages(num_layers, pp))
+
+
 def weights_per_gpu_by_stage(model: ModelBytes, layout: Layout) -> tuple[int, ...]:
     """Bytes of weights one GPU of each pipeline stage holds."""
-    stages = pipeline_stages(len(model.layers), layout.pp)
+    stages = stage_runs(model, layout.pp)
+    shares = _run_shares(model, layout)
+    return tuple(
+        _stage_weights(
+            model, shares, runs, layout.tp, first=index == 0, last=index == len(stages) - 1
+        )
+        for index, runs in enumerate(stages)
+    )
+
+
+def _run_shares(model: ModelBytes, layout: Layout) -> list[int]:
+    """Bytes one GPU holds of one layer of each run of identical layers."""
     tp = layout.tp
-    # Most layers are identical; compute each distinct layer's share once.
-    shares: dict[LayerBytes, int] = {}
-    totals = []
+    return [
+        ceil_div(lb.split, tp)
+        + kv_proj_share(model, lb.kv_proj, tp)
+        + lb.replicated
+        + expert_share(model, lb.experts, layout)
+        for lb, _ in model.layer_runs
+    ]
+
+
+def _stage_weights(
+    model: ModelBytes,
+    shares: list[int],
+    runs: tuple[tuple[int, int], ...],
+    tp: int,
+    *,
+    first: bool,
+    last: bool,
+) -> int:
+    # Whole bytes: a run's share times its layers in the stage is their sum.
+    total = sum(shares[run] * count for run, count in runs)
+    if first:
+        total += ceil_div(model.embedding, tp) + model.extra
+    if last:
+        total += ceil_div(model.lm_head, tp) + model.final_norm
+    return total
+
+
+@dataclass(frozen=True)
+class StageShape:
+    """A pipeline stage as its memory sees it, whatever the layout: its runs of identical
+    layers, whether it is the first or last, and its MoE, full and sliding-window layers."""
+
+    layers: range
+    """The first stage of this shape."""
+    runs: tuple[tuple[int, int], ...]
+    first: bool
+    last: bool
+    moe_layers: int
+    full_layers: int
+    sliding_layers: int
+
+
+def stage_shapes(spec: ModelSpec, model: ModelBytes, pp: int) -> tuple[StageShape, ...]:
+    """The distinct stages of a PP split, in the order they first occur: a deep pipeline
+    repeats the same stage many times, and its memory is worked out once per distinct
+    stage."""
+    att = spec.attention
+    first_moe = spec.num_layers if spec.moe is None else spec.num_layers - spec.moe.num_moe_layers
+    sliding = None if att.sliding_window is None else tuple(att.sliding_layers)
+    spans = tuple(span for _, span in model.layer_runs)
+    return _stage_shapes(spans, spec.num_layers, pp, first_moe, sliding)
+
+
+@lru_cache(maxsize=1024)
+def _stage_shapes(
+    spans: tuple[range, ...],
+    num_layers: int,
+    pp: int,
+    first_moe: int,
+    sliding_layers: tuple[int, ...] | None,
+) -> tuple[StageShape, ...]:
+    # Cached on plain values: every candidate of a plan with the same PP asks again.
+    stages = pipeline_stages(num_layers, pp)
+    shapes: dict[tuple[object, ...], StageShape] = {}
     for index, layers in enumerate(stages):
-        total = 0
-        for i in layers:
-            lb = model.layers[i]
-            share = shares.get(lb)
-            if share is None:
-                share = ceil_div(lb.split, tp) + kv_proj_share(model, lb.kv_proj, tp)
-                share += lb.replicated + expert_share(model, lb.experts, layout)
-                shares[lb] = share
-            total += share
-        if index == 0:
-            total += ceil_div(model.embedding, tp) + model.extra
-        if index == len(stages) - 1:
-            total += ceil_div(model.lm_head, tp) + model.final_norm
-        totals.append(total)
-    return tuple(totals)
+        sliding = 0 if sliding_layers is None else sum(1 for i in sliding_layers if i in layers)
+        shape = StageShape(
+            layers=layers,
+            runs=_runs_in(spans, layers),
+            first=index == 0,
+            last=index == len(stages) - 1,
+            moe_layers=len(range(max(layers.start, first_moe), layers.stop)),
+            full_layers=len(layers) - sliding,
+            sliding_layers=sliding,
+        )
+        key = (shape.runs, shape.first, shape.last, shape.moe_layers, shape.sliding_layers)
+        shapes.setdefault(key, shape)
+    return tuple(shapes.values())
+
+
+def _runs_in(spans: tuple[range, ...], layers: range) -> tuple[tuple[int, int], ...]:
+    runs = []
+    for index, span in enumerate(spans):
+        count = min(span.stop, layers.stop) - max(span.start, layers.start)
+        if count > 0:
+            runs.append((index, count))
+    return tuple(runs)
 
 
 def kv_proj_share(model: ModelBytes, kv_proj: int, tp: int) -> int:
@@ -217,63 +314,75 @@ def estimate_memory(
     what the budget leaves once the weights and overhead fit in it."""
     # vLLM's request_memory rounds the budget up.
     budget = -(-gpu.memory_bytes * round(gpu_memory_utilization * 10**6) // 10**6)
-    stages = pipeline_stages(spec.num_layers, layout.pp)
-    weights = weights_per_gpu_by_stage(model, layout)
+    shapes = stage_shapes(spec, model, layout.pp)
+    shares = _run_shares(model, layout)
     per_layer = kv_bytes_per_token_per_layer(spec, layout.tp, kv_cache_dtype)
-    tokens: list[int] = []
-    concurrency: list[float] = []
-    needs: list[int] = []
-    fits: list[int] = []
-    free_by_stage: list[int] = []
-    breakdowns: list[Mapping[str, int]] = []
-    # A stage's terms depend on its weights, its layer count, its MoE layers and whether it
-    # is the last: deep pipelines repeat the same stage many times.
-    same_stage: dict[tuple[int, int, int, bool], Mapping[str, int]] = {}
-    for index, (layers, stage_weights) in enumerate(zip(stages, weights, strict=True)):
-        last = index == len(stages) - 1
-        key = (stage_weights, len(layers), moe_layers_in(spec, layers), last)
-        terms = same_stage.get(key)
-        if terms is None:
-            terms = same_stage[key] = non_kv_breakdown(
-                spec,
-                layout,
-                gpu,
-                settings,
-                weights_bytes=stage_weights,
-                layers=layers,
-                last_stage=last,
-            )
-        breakdowns.append(terms)
+    block = kv_block_tokens(spec, gpu)
+    window = spec.attention.sliding_window
+    stage_terms = StageTerms(spec, layout, gpu, settings)
+    weights: list[int] = []
+    stages: list[_StageKv] = []
+    for shape in shapes:
+        stage_weights = _stage_weights(
+            model, shares, shape.runs, layout.tp, first=shape.first, last=shape.last
+        )
+        weights.append(stage_weights)
+        terms = stage_terms.breakdown(
+            weights_bytes=stage_weights, layers=shape.layers, last_stage=shape.last
+        )
         free = max(0, budget - sum(terms.values()))
         if kv_cache_memory_bytes is not None and free > 0:
             free = kv_cache_memory_bytes
-        free_by_stage.append(free)
         # DCP ranks each keep every dcp-th token of a request, so one block of a GPU's cache
         # stands for block_size x dcp tokens (vllm/v1/core/kv_cache_utils.py
         # resolve_dcp_kv_block_size).
-        per_token = per_layer * len(layers)
-        block = kv_block_tokens(spec, gpu)
+        per_token = per_layer * len(shape.layers)
         blocks = free // (per_token * block) if per_token else 0
-        tokens.append(blocks * block * layout.dcp)
-        need = ceil_div(request_kv_bytes(spec, layers, per_layer, max_model_len), layout.dcp)
-        needs.append(need)
-        concurrency.append(free / need if need else 0.0)
-        fits.append(_longest_request(spec, layers, per_layer, free * layout.dcp, max_model_len))
-    limiting = min(range(len(stages)), key=lambda i: concurrency[i])
-    breakdown = breakdowns[limiting]
+        full, sliding = shape.full_layers, shape.sliding_layers
+        need = ceil_div(_request_bytes(per_layer, full, sliding, window, max_model_len), layout.dcp)
+        stages.append(
+            _StageKv(
+                terms=terms,
+                free=free,
+                tokens=blocks * block * layout.dcp,
+                need=need,
+                concurrency=free / need if need else 0.0,
+                fit=_longest_fit(
+                    per_layer, full, sliding, window, free * layout.dcp, max_model_len
+                ),
+            )
+        )
+    # The first stage (in pipeline order) of the lowest concurrency limits the KV cache:
+    # the shapes are in the order they first occur, so it is the first such shape.
+    limiting = stages[min(range(len(stages)), key=lambda i: stages[i].concurrency)]
+    breakdown = limiting.terms
     return MemoryEstimate(
         budget_bytes=budget,
         weights_bytes_per_gpu=max(weights),
         overhead_bytes=sum(breakdown.values()) - breakdown[MemoryTerm.WEIGHTS],
         breakdown=breakdown,
-        kv_bytes_per_token_per_gpu=ceil_div(per_layer * max(len(r) for r in stages), layout.dcp),
-        kv_cache_bytes=free_by_stage[limiting],
-        kv_cache_tokens=min(tokens),
+        kv_bytes_per_token_per_gpu=ceil_div(
+            per_layer * max(len(shape.layers) for shape in shapes), layout.dcp
+        ),
+        kv_cache_bytes=limiting.free,
+        kv_cache_tokens=min(stage.tokens for stage in stages),
         max_model_len=max_model_len,
-        request_kv_bytes=needs[limiting],
-        max_concurrency=concurrency[limiting],
-        max_model_len_fit=min(fits),
+        request_kv_bytes=limiting.need,
+        max_concurrency=limiting.concurrency,
+        max_model_len_fit=min(stage.fit for stage in stages),
     )
+
+
+class _StageKv(NamedTuple):
+    """One pipeline stage's GPU in `estimate_memory` (a tuple: cheaper to make than a
+    frozen dataclass, and a plan makes thousands)."""
+
+    terms: Mapping[str, int]
+    free: int
+    tokens: int
+    need: int
+    concurrency: float
+    fit: int
 
 
 def _longest_request(
@@ -281,7 +390,14 @@ def _longest_request(
 ) -> int:
     """Largest length (a block multiple, or `ceiling` itself) whose request fits in `free`."""
     full, sliding = _full_and_sliding(spec, layers)
-    window = spec.attention.sliding_window
+    return _longest_fit(per_layer, full, sliding, spec.attention.sliding_window, free, ceiling)
+
+
+def _longest_fit(
+    per_layer: int, full: int, sliding: int, window: int | None, free: int, ceiling: int
+) -> int:
+    """`_longest_request` for a stage of `full` full-attention and `sliding` sliding-window
+    layers."""
 
     def fits(tokens: int) -> bool:
         return _request_bytes(per_layer, full, sliding, window, tokens) <= free

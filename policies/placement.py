@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from policies.inventory import NodeInventory
 from policies.layout import Layout
@@ -23,7 +24,7 @@ class Placement:
     groups: tuple[tuple[str, ...], ...]
     """Per TP group (pp x dp of them), the node(s) its GPUs are on."""
 
-    @property
+    @cached_property
     def nodes(self) -> tuple[str, ...]:
         seen: dict[str, None] = {}
         for group in self.groups:
@@ -70,6 +71,10 @@ class Placer:
         self._whole_free = [n.name for n in self._order if n.free_gpus == n.gpus]
         self._by_name = {n.name: n for n in nodes}
         self._short_of_disk = {n.name for n in nodes if not self._disk_ok(n)}
+        # Layouts with the same TP size and group count (pp x dp) land on the same GPUs:
+        # thousands of candidates share a few hundred placements.
+        self._placed: dict[tuple[int, int], tuple[Placement | None, tuple[Reason, ...]]] = {}
+        self._free_listing: str | None = None
 
     def _disk_ok(self, node: NodeInventory) -> bool:
         return (
@@ -82,6 +87,24 @@ class Placer:
         """Place the layout's TP groups; the placement or why it cannot be made."""
         groups_needed = layout.pp * layout.dp
         tp = layout.tp
+        key = (tp, groups_needed)
+        placed = self._placed.get(key)
+        if placed is None:
+            placed = self._placed[key] = self._place(tp, groups_needed)
+        placement, reasons = placed
+        if placement is None:
+            return None, (
+                Reason(
+                    ReasonCode.NOT_ENOUGH_GPUS,
+                    f"{layout} needs {groups_needed} group(s) of {tp} GPUs on one node each "
+                    f"({layout.total_gpus} GPUs); free GPUs per node: {self._free_text()}.",
+                ),
+            )
+        return placement, reasons
+
+    def _place(self, tp: int, groups_needed: int) -> tuple[Placement | None, tuple[Reason, ...]]:
+        """`groups_needed` TP groups of `tp` GPUs: the placement and the disk reasons, or
+        None when they do not fit on the free GPUs."""
         groups: list[tuple[str, ...]] = []
         if tp <= self._max_gpus:
             for node in self._order:
@@ -97,13 +120,7 @@ class Placer:
                 groups.append(tuple(free_nodes[:per_group]))
                 free_nodes = free_nodes[per_group:]
         if len(groups) < groups_needed:
-            return None, (
-                Reason(
-                    ReasonCode.NOT_ENOUGH_GPUS,
-                    f"{layout} needs {groups_needed} group(s) of {tp} GPUs on one node each "
-                    f"({layout.total_gpus} GPUs); free GPUs per node: {self._free_text()}.",
-                ),
-            )
+            return None, ()
         placement = Placement(groups=tuple(groups))
         if not self._short_of_disk:
             return placement, ()
@@ -126,6 +143,11 @@ class Placer:
         return placement, tuple(reasons)
 
     def _free_text(self) -> str:
+        if self._free_listing is None:
+            self._free_listing = self._list_free()
+        return self._free_listing
+
+    def _list_free(self) -> str:
         if len(self._nodes) <= LISTED_NODES:
             return ", ".join(f"{n.name} {n.free_gpus}/{n.gpus}" for n in self._nodes)
         counts: dict[tuple[int, int], int] = {}

@@ -41,7 +41,7 @@ from policies.memory import (
     expert_share,
     kv_bytes_per_token_per_layer,
     kv_proj_share,
-    pipeline_stages,
+    stage_runs,
 )
 from policies.units import ceil_div
 
@@ -97,78 +97,111 @@ def throughput(
     if batch == 0 or gpu.bf16_tflops <= 0:
         return Throughput(batch, 0.0, 0.0, True)
     micro = max(1.0, batch / layout.pp)
+    pricing = _StagePricing(
+        spec,
+        model,
+        layout,
+        gpu,
+        micro=micro,
+        kv_cache_dtype=kv_cache_dtype,
+        gpus_per_node=gpus_per_node,
+        context_tokens=context_tokens,
+    )
+    stages = stage_runs(model, layout.pp)
+    # Stages with the same runs of layers cost the same: a deep pipeline prices a few.
+    priced: dict[tuple[tuple[tuple[int, int], ...], bool], tuple[float, bool]] = {}
     stage_times: list[tuple[float, bool]] = []
-    stages = pipeline_stages(spec.num_layers, layout.pp)
-    for index, layers in enumerate(stages):
-        stage_times.append(
-            _stage_time(
-                spec,
-                model,
-                layout,
-                gpu,
-                layers,
-                last=index == len(stages) - 1,
-                micro=micro,
-                kv_cache_dtype=kv_cache_dtype,
-                gpus_per_node=gpus_per_node,
-                context_tokens=context_tokens,
-            )
-        )
+    for index, runs in enumerate(stages):
+        key = (runs, index == len(stages) - 1)
+        stage_time = priced.get(key)
+        if stage_time is None:
+            stage_time = priced[key] = pricing.stage_time(*key)
+        stage_times.append(stage_time)
     slowest, memory_bound = max(stage_times)
     step = layout.pp * slowest
     return Throughput(batch, layout.dp * batch / step, step, memory_bound)
 
 
-def _stage_time(
-    spec: ModelSpec,
-    model: ModelBytes,
-    layout: Layout,
-    gpu: GpuProfile,
-    layers: range,
-    *,
-    last: bool,
-    micro: float,
-    kv_cache_dtype: KvCacheDtype,
-    gpus_per_node: int,
-    context_tokens: int,
-) -> tuple[float, bool]:
-    tp = layout.tp
-    group = layout.moe_group_size
-    quant = spec.quantization
-    att = spec.attention
-    expert_bpp = quant.bytes_per_param_of(ModuleGroup.ROUTED_EXPERTS, spec.dtype_bytes)
-    dense_bpp = quant.bytes_per_param_of(ModuleGroup.ATTENTION, spec.dtype_bytes)
-    touched = 1.0
-    if model.num_experts:
-        touched = 1.0 - (1.0 - model.experts_per_token / model.num_experts) ** micro
-    read = 0.0
-    dense_params = expert_params = 0.0
-    for i in layers:
-        lb = model.layers[i]
-        dense = ceil_div(lb.split, tp) + lb.replicated + kv_proj_share(model, lb.kv_proj, tp)
-        read += dense
-        dense_params += dense / dense_bpp
-        if lb.experts:
-            read += expert_share(model, lb.experts, layout) * touched
-            # Per token the rank computes its share of the top-k experts.
-            share = model.experts_per_token / model.num_experts / group
-            expert_params += lb.experts * share / expert_bpp
-    if last:
-        read += ceil_div(model.lm_head, tp)
-        dense_params += ceil_div(model.lm_head, tp) / spec.dtype_bytes
-    kv_per_layer = kv_bytes_per_token_per_layer(spec, tp, kv_cache_dtype)
-    kv_read = micro * context_tokens * kv_per_layer * len(layers) / layout.dcp
-    bandwidth = gpu.hbm_bandwidth_gbps * 1e9
-    memory_s = (read + kv_read) / bandwidth
-    heads = ceil_div(att.num_heads, tp)
-    attention_flops = 4 * heads * att.head_dim * context_tokens / layout.dcp * len(layers)
-    compute_s = micro * (
-        2 * dense_params / peak_flops(gpu, spec, ModuleGroup.ATTENTION)
-        + 2 * expert_params / peak_flops(gpu, spec, ModuleGroup.ROUTED_EXPERTS)
-        + attention_flops / (gpu.bf16_tflops * 1e12)
-    )
-    comm_s = len(layers) * _per_layer_comm_s(spec, layout, gpu, micro, gpus_per_node)
-    return max(memory_s, compute_s) + comm_s, memory_s >= compute_s
+class _StagePricing:
+    """One layout's decode step per pipeline stage at `micro` sequences. What is the same
+    for every stage (dtypes, peaks, the layer's collectives, each run of identical layers'
+    reads) is worked out once per layout; a stage then adds up its layers' terms in layer
+    order, so the sums are the same floating-point sums as layer by layer."""
+
+    def __init__(
+        self,
+        spec: ModelSpec,
+        model: ModelBytes,
+        layout: Layout,
+        gpu: GpuProfile,
+        *,
+        micro: float,
+        kv_cache_dtype: KvCacheDtype,
+        gpus_per_node: int,
+        context_tokens: int,
+    ) -> None:
+        tp = layout.tp
+        group = layout.moe_group_size
+        quant = spec.quantization
+        att = spec.attention
+        expert_bpp = quant.bytes_per_param_of(ModuleGroup.ROUTED_EXPERTS, spec.dtype_bytes)
+        dense_bpp = quant.bytes_per_param_of(ModuleGroup.ATTENTION, spec.dtype_bytes)
+        touched = 1.0
+        if model.num_experts:
+            touched = 1.0 - (1.0 - model.experts_per_token / model.num_experts) ** micro
+        # Per run of identical layers: (dense bytes, dense params, expert bytes read, expert
+        # params), the expert terms None for a dense layer.
+        self._runs: list[tuple[int, float, float | None, float | None]] = []
+        for lb, _ in model.layer_runs:
+            dense = ceil_div(lb.split, tp) + lb.replicated + kv_proj_share(model, lb.kv_proj, tp)
+            expert_read = expert_params = None
+            if lb.experts:
+                expert_read = expert_share(model, lb.experts, layout) * touched
+                # Per token the rank computes its share of the top-k experts.
+                share = model.experts_per_token / model.num_experts / group
+                expert_params = lb.experts * share / expert_bpp
+            self._runs.append((dense, dense / dense_bpp, expert_read, expert_params))
+        self._lm_head = ceil_div(model.lm_head, tp)
+        self._lm_head_params = ceil_div(model.lm_head, tp) / spec.dtype_bytes
+        kv_per_layer = kv_bytes_per_token_per_layer(spec, tp, kv_cache_dtype)
+        self._kv_read_unit = micro * context_tokens * kv_per_layer
+        self._dcp = layout.dcp
+        self._bandwidth = gpu.hbm_bandwidth_gbps * 1e9
+        heads = ceil_div(att.num_heads, tp)
+        self._attention_flops_unit = 4 * heads * att.head_dim * context_tokens / layout.dcp
+        self._micro = micro
+        self._dense_peak = peak_flops(gpu, spec, ModuleGroup.ATTENTION)
+        self._expert_peak = peak_flops(gpu, spec, ModuleGroup.ROUTED_EXPERTS)
+        self._bf16_peak = gpu.bf16_tflops * 1e12
+        self._comm_per_layer = _per_layer_comm_s(spec, layout, gpu, micro, gpus_per_node)
+
+    def stage_time(self, runs: tuple[tuple[int, int], ...], last: bool) -> tuple[float, bool]:
+        """(seconds, memory-bound) of a stage holding `runs` (`policies.memory.stage_runs`)."""
+        read = 0.0
+        dense_params = expert_params = 0.0
+        num_layers = 0
+        for run, count in runs:
+            dense, dense_param, expert_read, expert_param = self._runs[run]
+            num_layers += count
+            for _ in range(count):
+                read += dense
+                dense_params += dense_param
+                if expert_read is not None and expert_param is not None:
+                    read += expert_read
+                    expert_params += expert_param
+        if last:
+            read += self._lm_head
+            dense_params += self._lm_head_params
+        kv_read = self._kv_read_unit * num_layers / self._dcp
+        memory_s = (read + kv_read) / self._bandwidth
+        attention_flops = self._attention_flops_unit * num_layers
+        compute_s = self._micro * (
+            2 * dense_params / self._dense_peak
+            + 2 * expert_params / self._expert_peak
+            + attention_flops / self._bf16_peak
+        )
+        comm_s = num_layers * self._comm_per_layer
+        return max(memory_s, compute_s) + comm_s, memory_s >= compute_s
 
 
 def _per_layer_comm_s(

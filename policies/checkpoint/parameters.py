@@ -21,6 +21,7 @@ GLM families and close enough for interleaved layouts.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from policies.checkpoint.model_spec import AttentionKind, ModelSpec
@@ -61,6 +62,20 @@ class ModelBytes:
     """KV heads the k/v projections are split over (0 for MLA)."""
     num_experts: int
     experts_per_token: int
+
+    @cached_property
+    def layer_runs(self) -> tuple[tuple[LayerBytes, range], ...]:
+        """Consecutive identical layers, each with the indices it spans. A model has a few
+        kinds of layer (dense first, then MoE), so a pipeline stage's sums go over these
+        runs rather than layer by layer (`policies.memory.stage_runs`): a large cluster's
+        plan sums thousands of stages."""
+        runs: list[tuple[LayerBytes, range]] = []
+        start = 0
+        for index in range(1, len(self.layers) + 1):
+            if index == len(self.layers) or self.layers[index] != self.layers[start]:
+                runs.append((self.layers[start], range(start, index)))
+                start = index
+        return tuple(runs)
 
     @property
     def expert_bytes(self) -> int:

@@ -133,7 +133,20 @@ def register(subparsers: Any) -> None:
         help="vLLM's --language-model-only: a multimodal model's encoder is not loaded",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--max-candidates",
+        type=int,
+        default=DEFAULT_MAX_CANDIDATES,
+        metavar="N",
+        help="list at most N candidate layouts in --json (the recommended, then the usable, "
+        "then the refused; the rest counted by reason in `candidates_left_out`); 0: all "
+        f"(default {DEFAULT_MAX_CANDIDATES})",
+    )
     parser.set_defaults(handler=run)
+
+
+DEFAULT_MAX_CANDIDATES = 256
+"""Bounds `plan --json` at a few hundred KiB however large the cluster."""
 
 
 _NEWEST_VLLM = "0.32"
@@ -156,7 +169,6 @@ def vllm_rules(version: str | None, cuda_graph_estimate: str | None) -> MemoryRu
 
 
 def run(args: argparse.Namespace) -> int:
-    from cluster.staging.disk_report import verdict_json
     from policies.admission import AdmissionRequest, Objective, admit
     from policies.errors import PolicyInputError, UnknownGpu
     from policies.memory import KvCacheDtype
@@ -189,14 +201,18 @@ def run(args: argparse.Namespace) -> int:
     disk = _disk_verdicts(args, decision.weights.total_bytes)
     recipe = _recipe(spec, args.model)
     if args.json:
-        report = decision.to_json_dict()
+        if args.max_candidates < 0:
+            raise UserInputError(
+                f"--max-candidates: {args.max_candidates} is negative; give 0 (all) or more"
+            )
+        report = decision.to_json_dict(args.max_candidates or None)
         report["recipe"] = recipe
         report["weights"] = {
             "total_bytes": decision.weights.total_bytes,
             "expert_bytes": decision.weights.expert_bytes,
             "source": decision.weights.source.value,
         }
-        report["disk"] = [verdict_json(v) for v in disk]
+        report["disk"] = _disk_json(disk)
         print(json.dumps(report, indent=2))
     else:
         _print_table(spec, decision, source, args)
@@ -268,14 +284,22 @@ def _inventory(args: argparse.Namespace) -> ClusterInventory:
     return ClusterInventory.homogeneous(args.gpu, args.nodes, args.gpus_per_node, usable)
 
 
+def _disk_json(disk: list[DiskVerdict]) -> list[dict[str, Any]]:
+    if not disk:
+        return []  # the staging code imported only when there is a verdict to print
+    from cluster.staging.disk_report import verdict_json
+
+    return [verdict_json(v) for v in disk]
+
+
 def _disk_verdicts(args: argparse.Namespace, need_bytes: int) -> list[DiskVerdict]:
     """Each node's verdict for the whole model (nothing is cached on a planned cluster);
     none when --disk-free-gib is not given."""
+    if args.disk_free_gib is None:
+        return []  # before the imports: the staging code costs a plan a tenth of a second
     from cluster.staging.space_gate import judge_disk
     from policies.units import GIB
 
-    if args.disk_free_gib is None:
-        return []
     return [
         judge_disk(
             node=f"node-{i}",

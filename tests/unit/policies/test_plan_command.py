@@ -187,3 +187,27 @@ def test_plan_imports_no_ray_torch_vllm_or_transformers() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
     )
     assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_plan_json_on_a_512_node_cluster_is_bounded_and_counts_what_it_leaves_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = (reference_path("Kimi-K2.5"), "--gpu", "h100", "--gpus-per-node", "8", "--json")
+    code, out, _ = run_plan(capsys, *args, "--nodes", "512", "--max-candidates", "50")
+    assert code == 0
+    bounded = json.loads(out)
+    code, out, _ = run_plan(capsys, *args, "--nodes", "512", "--max-candidates", "0")
+    everything = json.loads(out)
+
+    assert len(bounded["candidates"]) == 50
+    assert bounded["candidates_total"] == len(everything["candidates"]) > 50
+    assert sum(bounded["candidates_left_out"].values()) == bounded["candidates_total"] - 50
+    # The recommended layouts are always listed, and the listed keep their order.
+    for chosen in [bounded["recommended"], *bounded["recommended_by_objective"].values()]:
+        assert chosen in bounded["candidates"]
+    order = [everything["candidates"].index(c) for c in bounded["candidates"]]
+    assert order == sorted(order)
+    assert "candidates_total" not in everything
+    assert {k: v for k, v in bounded.items() if not k.startswith("candidates")} == {
+        k: v for k, v in everything.items() if k != "candidates"
+    }
