@@ -97,7 +97,12 @@ def operation_row(result: subprocess.CompletedProcess[str], wall_s: float) -> di
     try:
         outcome = json.loads(result.stdout)
     except json.JSONDecodeError:
-        return {"wall_s": round(wall_s, 2), "outcome": "unreadable", "rc": result.returncode}
+        return {
+            "wall_s": round(wall_s, 2),
+            "outcome": "unreadable",
+            "rc": result.returncode,
+            "stdout_head": result.stdout[:300],
+        }
     op_s = sum((outcome.get("phase_seconds") or {}).values())
     steps = (outcome.get("details") or {}).get("startup_steps") or {}
     engine_s = sum(float(steps.get(step) or 0.0) for step in ENGINE_STEPS)
@@ -151,7 +156,12 @@ def engine_endpoint(address: str, app_prefix: str) -> tuple[str, str]:
 
 
 def gateway_rounds(
-    base_url: str, engine: tuple[str, str], model: str, args: argparse.Namespace, scope: Any
+    base_url: str,
+    engine: tuple[str, str],
+    model: str,
+    args: argparse.Namespace,
+    scope: Any,
+    rounds_wanted: int | None = None,
 ) -> dict[str, Any]:
     """Rounds alternating gateway and engine, sequential one-token completions; the
     gateway's added p50/p99 per round (its less the engine's), their medians, and the
@@ -170,7 +180,7 @@ def gateway_rounds(
         for url, headers in paths.values():  # warm both paths' connections
             for _ in range(5):
                 client.post(url, json=body, headers=headers)
-        for _ in range(args.rounds):
+        for _ in range(rounds_wanted or args.rounds):
             row: dict[str, Any] = {}
             for path, (url, headers) in paths.items():
                 before = cpu_seconds(scope) if path == "gateway" else {}
@@ -465,7 +475,8 @@ def grow_stack(
     up = switchyard_cli(
         state, "up", "--detach", "--fake-engines", "--gcs-store", "local",
         "--model", "miniature:llama", "--name", name_of(0),
-        "--standin-slots", str(slots), "--num-cpus", str(slots + 6),
+        # Each fake engine replica holds two CPUs; Serve's actors and the gateways a few.
+        "--standin-slots", str(slots), "--num-cpus", str(2 * slots + 8),
         "--keys", str(keys), "--admin-key-env", ADMIN_ENV,
         "--port", str(port), "--ray-port", str(free_port()),
         "--dashboard-port", str(free_port()),
@@ -482,8 +493,12 @@ def grow_stack(
                 )
                 document["adds"].append({"models_before": models, **operation_row(result, wall)})
                 if result.returncode != 0:
-                    raise RuntimeError(f"add {name_of(models)} failed at {models} models")
+                    # The first limit this stack met: what refused the next model.
+                    document["limit"] = {"models": models, "message": failure_of(result)}
+                    break
                 models += 1
+            if models < size:
+                break
             engine = engine_endpoint(address, f"model-{name_of(0)}-")
             print(f"measuring {size} models", flush=True)
             row = {"models": size, "aliases": 1, **measure_size(state, args.workdir, base_url,
@@ -503,8 +518,71 @@ def grow_stack(
                 "gateway": gateway_rounds(base_url, engine, name_of(0), args, scope),
                 "footprint": footprint(scope, args.idle_s),
             }
+        try:
+            document["side_by_side"] = one_model_beside(
+                args, keys, (base_url, engine_endpoint(address, f"model-{name_of(0)}-"), state)
+            )
+        except (RuntimeError, OSError, httpx.HTTPError, subprocess.SubprocessError) as exc:
+            document["side_by_side"] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
     finally:
         switchyard_cli(state, "down", timeout_s=600)
+
+
+def one_model_beside(
+    args: argparse.Namespace,
+    keys: Path,
+    grown: tuple[str, tuple[str, str], Path],
+) -> dict[str, Any]:
+    """The gateway's added p50 at one model against the grown fleet's, side by side: a
+    second stack (same flags, one model) started beside the grown one, rounds alternating
+    between the two (each round: its gateway, then its engine), so both see the same
+    machine and its load; the ratio per round and its median."""
+    state = args.workdir / "one-model"
+    port = free_port()
+    up = switchyard_cli(
+        state, "up", "--detach", "--fake-engines", "--gcs-store", "local",
+        "--model", "miniature:llama", "--name", name_of(0), "--keys", str(keys),
+        "--port", str(port), "--ray-port", str(free_port()),
+        "--dashboard-port", str(free_port()),
+    )  # fmt: skip
+    try:
+        if up.returncode != 0:
+            return {"error": "the one-model stack did not start"}
+        address = json.loads((state / "local_head.json").read_text())["address"]
+        systems = {
+            "one model": (
+                f"http://127.0.0.1:{port}/v1",
+                engine_endpoint(address, f"model-{name_of(0)}-"),
+                ray_session_scope(state),
+            ),
+            "grown": (grown[0], grown[1], ray_session_scope(grown[2])),
+        }
+        rows = []
+        for index in range(args.rounds):
+            order = list(systems) if index % 2 == 0 else list(reversed(systems))
+            row: dict[str, float] = {}
+            for label in order:
+                url, engine, scope = systems[label]
+                measured = gateway_rounds(url, engine, name_of(0), args, scope, rounds_wanted=1)
+                row[label] = measured["added_p50_ms"]
+            row["ratio"] = round(row["grown"] / row["one model"], 3) if row["one model"] else 0.0
+            rows.append(row)
+        return {
+            "rounds": rows,
+            "one_model_added_p50_ms": round(statistics.median(r["one model"] for r in rows), 3),
+            "grown_added_p50_ms": round(statistics.median(r["grown"] for r in rows), 3),
+            "ratio_median": round(statistics.median(r["ratio"] for r in rows), 3),
+        }
+    finally:
+        switchyard_cli(state, "down", timeout_s=600)
+
+
+def failure_of(result: subprocess.CompletedProcess[str]) -> str:
+    """The operation's own message, else the command's last words."""
+    try:
+        return str(json.loads(result.stdout)["message"])[:400]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        return (result.stderr or result.stdout)[-400:]
 
 
 def aliased_fleet(exported: Path, aliases: int) -> Path:
@@ -552,11 +630,11 @@ def fitted_limits(document: dict[str, Any]) -> dict[str, Any]:
                 "per_model": round(slope, 5),
                 "models_at_capacity": limit,
             }
-    adds = document["adds"]
+    adds = [a for a in document["adds"] if "control_plane_s" in a]
     if adds:
         intercept, slope = line_fit(
             [float(a["models_before"]) for a in adds],
-            [float(a.get("control_plane_s", 0.0)) for a in adds],
+            [float(a["control_plane_s"]) for a in adds],
         )
         fits["add control_plane_s"] = {
             "intercept": round(intercept, 3),
@@ -684,6 +762,28 @@ def markdown(document: dict[str, Any]) -> str:
             )
             + f" | {r.get('reconcile_s') if r.get('reconcile_s') is not None else '-'} |"
         )
+    beside = document.get("side_by_side")
+    if beside and "error" not in beside:
+        extra_label = "" if not extra else f" and {extra['aliases']} aliases"
+        lines += [
+            "",
+            f"Side by side: the gateway's added p50 with {rows[-1]['models']} models"
+            f"{extra_label} against a second stack serving one model, started beside it "
+            f"(same flags), rounds alternating between the two: "
+            f"{beside['grown_added_p50_ms']:.2f} ms against "
+            f"{beside['one_model_added_p50_ms']:.2f} ms, a median ratio of "
+            f"**{beside['ratio_median']:.2f}** over {len(beside['rounds'])} rounds ("
+            + ", ".join(f"{r['ratio']:.2f}" for r in beside["rounds"])
+            + "). The per-size rows above are measured at different times, as the fleet "
+            "grows: their drift is the machine's load (every fake engine replica's health "
+            "checks and registrations on two cores), not the gateway's per-request work.",
+        ]
+    limit = document.get("limit")
+    if limit:
+        lines += [
+            "",
+            f"The first limit: the {limit['models'] + 1}th model was refused: {limit['message']}",
+        ]
     adds = document["adds"]
     if adds:
         lines += [

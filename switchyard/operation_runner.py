@@ -11,7 +11,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from domain.exit_codes import ExitCode, UserInputError
 from domain.operation import OperationEvent
@@ -46,6 +46,11 @@ def run_operation(address: str, request: OperationRequest, *, as_json: bool = Fa
     from cluster.clients.manager_client import RayManagerClient
     from cluster.startup.ray_runtime import advertised_address
 
+    document = sys.stdout
+    if as_json:
+        # Ray's driver prints cluster events (autoscaler and raylet lines) to whatever
+        # sys.stdout is when they arrive; with --json stdout carries the document only.
+        sys.stdout = sys.stderr
     manager = RayManagerClient.connect(address)
     if not as_json:
         # Which cluster and manager answered: several Ray clusters can share one machine. A
@@ -53,12 +58,19 @@ def run_operation(address: str, request: OperationRequest, *, as_json: bool = Fa
         gcs = advertised_address()
         seen = address if gcs == address else f"{address} (it advertises {gcs})"
         print(f"connected to Ray at {seen} (manager {manager.identity()[:12]})", flush=True)
-    return report_operation(manager, request, as_json=as_json)
+    return report_operation(manager, request, as_json=as_json, document=document)
 
 
-def report_operation(manager: ManagerApi, request: OperationRequest, *, as_json: bool) -> int:
+def report_operation(
+    manager: ManagerApi,
+    request: OperationRequest,
+    *,
+    as_json: bool,
+    document: TextIO | None = None,
+) -> int:
     """Run `request` on `manager`, printing its events (or, with `as_json`, its result as
-    one JSON document at the end); the exit code of its outcome."""
+    one JSON document at the end, to `document`: stdout by default); the exit code of its
+    outcome."""
     result = manager.run(request, None if as_json else print_event)
     if result is None:
         print(
@@ -68,7 +80,9 @@ def report_operation(manager: ManagerApi, request: OperationRequest, *, as_json:
         )
         return ExitCode.REJECTED
     if as_json:
-        print(json.dumps(result.model_dump(mode="json"), indent=2))
+        out = document or sys.stdout
+        out.write(json.dumps(result.model_dump(mode="json"), indent=2) + "\n")
+        out.flush()
     else:
         if result.strategy is not None:
             print(f"strategy: {result.strategy.value} ({result.strategy_reason})")

@@ -63,11 +63,15 @@ def _strict_pack_reason(
     for bundle in spec.bundles:
         for key, amount in bundle.items():
             need[key] = need.get(key, 0.0) + amount
-    accel = next((k for k in need if k != "CPU"), "CPU")
-    best = max((f.get(accel, 0.0) for f in free), default=0.0)
+    # Name what is short: a node with the accelerators may lack the CPUs (fake engines
+    # and small heads run out of CPUs first).
+    short = [k for k in need if max((f.get(k, 0.0) for f in free), default=0.0) < need[k]]
+    if not short:
+        short = [next((k for k in need if k != "CPU"), "CPU")]
+    most = ", ".join(f"{k} {max((f.get(k, 0.0) for f in free), default=0.0):g}" for k in short)
     return (
         f"replica {replica + 1} needs {_fmt(need)} on one node (its tensor-parallel ranks "
-        f"must share a node), but the most free {accel} on any node is {best:g}"
+        f"must share a node), but the most free on any node is {most}"
     )
 
 

@@ -86,7 +86,7 @@ def test_tp8_on_two_four_gpu_nodes_is_refused_naming_the_need() -> None:
     problem = placement_problem(_gpu_spec(8), _gpus(4, 4))
     assert problem is not None
     assert "replica 1 needs GPU=8 on one node" in problem
-    assert "the most free GPU on any node is 4" in problem
+    assert "the most free on any node is GPU 4" in problem
 
 
 def test_pack_spreads_bundles_across_nodes() -> None:
@@ -104,7 +104,7 @@ def test_replicas_consume_capacity() -> None:
     problem = placement_problem(spec, _gpus(4), replicas=2)
     assert problem is not None
     assert problem.startswith("replica 2 needs GPU=4 on one node")
-    assert "the most free GPU on any node is 0" in problem
+    assert "the most free on any node is GPU 0" in problem
     assert placement_problem(spec, _gpus(4, 4), replicas=2) is None
     assert placement_problem(spec, _gpus(8), replicas=2) is None
 
@@ -128,13 +128,15 @@ def test_cpu_standin_is_refused_naming_the_standin_resource() -> None:
     problem = placement_problem(spec, nodes)
     assert problem is not None
     assert "needs CPU=4, accel_slot=4 on one node" in problem
-    assert "the most free accel_slot on any node is 3" in problem
+    assert "the most free on any node is accel_slot 3" in problem
     assert placement_problem(spec, [{"CPU": 4.0, "accel_slot": 4.0}]) is None
 
 
-def test_cpu_standin_also_needs_the_cpus() -> None:
+def test_cpu_standin_also_needs_the_cpus_and_says_they_are_what_is_short() -> None:
     spec = placement_for(LayoutConfig(tp=4), CPU)
-    assert placement_problem(spec, [{"CPU": 3.0, "accel_slot": 4.0}]) is not None
+    problem = placement_problem(spec, [{"CPU": 3.0, "accel_slot": 22.0}])
+    assert problem is not None
+    assert "the most free on any node is CPU 3" in problem
 
 
 def test_cpu_only_bundles_report_the_free_cpus() -> None:
@@ -142,11 +144,11 @@ def test_cpu_only_bundles_report_the_free_cpus() -> None:
     problem = placement_problem(spec, [{"CPU": 2.0}, {"CPU": 3.0}])
     assert problem is not None
     assert "needs CPU=4 on one node" in problem
-    assert "the most free CPU on any node is 3" in problem
+    assert "the most free on any node is CPU 3" in problem
 
 
 @pytest.mark.parametrize("nodes", [[], [{"CPU": 8.0}]])
 def test_no_gpu_anywhere_is_refused(nodes: list[dict[str, float]]) -> None:
     problem = placement_problem(_gpu_spec(1), nodes)
     assert problem is not None
-    assert "the most free GPU on any node is 0" in problem
+    assert "the most free on any node is GPU 0" in problem
