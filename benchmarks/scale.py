@@ -610,18 +610,22 @@ def line_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
     return intercept, slope
 
 
+PROCESS_CORES = 1.0
+"""What one control-plane process can use: each is one Python process, its work under one
+interpreter lock, so its idle CPU meets a limit at one core whatever the machine has."""
+
+
 def fitted_limits(document: dict[str, Any]) -> dict[str, Any]:
     """Per resource: a line through the points against models, and the fleet at which it
-    reaches this machine's capacity (all cores; the machine's memory)."""
+    reaches its capacity (one core per process; the machine's memory)."""
     rows = document["sizes"]
     if not rows:
         return {}
     xs = [float(r["models"]) for r in rows]
-    cores = float(document["machine"]["cores"])
     memory_mib = float(document["machine"]["memory_gib"]) * 1024
     fits: dict[str, Any] = {}
     for role in ROLES:
-        for key, capacity in (("idle_cpu_cores", cores), ("rss_mib", memory_mib)):
+        for key, capacity in (("idle_cpu_cores", PROCESS_CORES), ("rss_mib", memory_mib)):
             ys = [float(r["footprint"][role][key]) for r in rows]
             intercept, slope = line_fit(xs, ys)
             limit = None if slope <= 0 else int((capacity - intercept) / slope)
@@ -796,13 +800,24 @@ def markdown(document: dict[str, Any]) -> str:
             )
             + ".",
         ]
-    fits = document.get("fits") or {}
+    fits = fitted_limits(document)
     if fits:
-        lines += ["", "Fitted against models (a line through the points):", ""]
+        lines += [
+            "",
+            "Fitted against models (a line through the points; a process's CPU capacity is "
+            "one core, its memory the machine's):",
+            "",
+        ]
         for name, fit in fits.items():
             at = fit.get("models_at_capacity")
             lines.append(
                 f"- {name}: {fit['intercept']} + {fit['per_model']} per model"
-                + ("" if at is None else f"; this machine's capacity at about {at} models")
+                + ("" if at is None else f"; at capacity at about {at} models")
             )
+        limits = {
+            k: v["models_at_capacity"] for k, v in fits.items() if v.get("models_at_capacity")
+        }
+        if limits:
+            first = min(limits, key=lambda k: limits[k])
+            lines += ["", f"The first limit fitted: **{first}**, at about {limits[first]} models."]
     return "\n".join(lines)

@@ -111,7 +111,7 @@ class Stack:
             dashboard_url=connection.dashboard_url,
             started_local_head=connection.started_local_head,
             admin_key_env=config.admin_key_env,
-            tls_cert=None if config.tls_cert_file is None else str(config.tls_cert_file),
+            tls_cert=None if config.tls_cert_file is None else str(config.tls_cert_file.resolve()),
         )
         atomic_write_text(config.state_dir / STACK_FILE, json.dumps(info.to_json(), indent=2))
         start_serve()

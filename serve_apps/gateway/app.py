@@ -15,7 +15,7 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
@@ -60,10 +60,14 @@ log = logging.getLogger(__name__)
 STREAMING_METHODS: frozenset[Method] = frozenset({"chat", "completions", "responses"})
 
 
+OperatorDocument = Literal["status", "fleet"]
+"""The operator routes' documents: `GET /switchyard/v1/<which>`."""
+
+
 class OperatorDocuments(Protocol):
     """What the operator routes serve, from the registry."""
 
-    async def operator_document(self, which: str) -> dict[str, Any] | None:
+    async def operator_document(self, which: OperatorDocument) -> dict[str, Any] | None:
         """`status`: the `status --json` document (registry/status_document.py); `fleet`:
         the live fleet as asked for; None until the manager has published its view."""
         ...
@@ -228,7 +232,7 @@ class Gateway:
 
         return app
 
-    async def _operator_document(self, which: str) -> dict[str, Any]:
+    async def _operator_document(self, which: OperatorDocument) -> dict[str, Any]:
         """The registry's status or fleet document (`OperatorDocuments`)."""
         path = f"/switchyard/v1/{which}"
         if self._operator_documents is None:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from domain.tenant_keys import TenantTable
 from serve_apps.asgi_listener import AsgiListener
-from serve_apps.gateway.app import Gateway
+from serve_apps.gateway.app import Gateway, OperatorDocument
 from serve_apps.gateway.gateway_metrics import RayGatewayMetrics
 from serve_apps.gateway.gateway_settings import GatewaySettings
 from serve_apps.internals import (
@@ -124,7 +124,7 @@ class RegistryClient:
     async def request_wake(self, name: str) -> None:
         await self._registry().request_wake.remote(name)
 
-    async def operator_document(self, which: str) -> dict[str, Any] | None:
+    async def operator_document(self, which: OperatorDocument) -> dict[str, Any] | None:
         """The registry's status (`status`) or fleet (`fleet`) document."""
         registry = self._registry()
         call = registry.status_document if which == "status" else registry.fleet_document

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from domain.model_state import ModelState
-from serve_apps.gateway.app import Gateway
+from serve_apps.gateway.app import Gateway, OperatorDocument
 from serve_apps.gateway.gateway_settings import GatewaySettings
 from serve_apps.registry.replica_health import ReplicaHealthView
 from serve_apps.registry.route_view import RouteView
@@ -36,7 +36,7 @@ class FakeRegistry:
         """Parked models the gateway asked to wake, in order."""
         self.status_reads = 0
 
-    async def operator_document(self, which: str) -> dict[str, Any] | None:
+    async def operator_document(self, which: OperatorDocument) -> dict[str, Any] | None:
         """What the registry's status and fleet documents answer, reduced to what a test
         reads."""
         self.status_reads += 1
