@@ -12,8 +12,10 @@ during the measurements):
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 from cluster.clients.registry_client import RayRegistryClient
 
@@ -56,6 +58,20 @@ def manager_ready(address: str, timeout_s: float) -> int:
         time.sleep(0.2)
     print("the manager did not answer ping in time", file=sys.stderr)
     return 1
+
+
+def engine_endpoint(address: str, app_prefix: str = "") -> tuple[str, str]:
+    """(URL, token) of the first engine replica (of an app named `app_prefix...`), read by
+    this module in a process of its own."""
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.registry_probe", address, app_prefix],
+        capture_output=True, text=True, check=False, cwd=Path(__file__).resolve().parents[1],
+        timeout=120,
+    )  # fmt: skip
+    if out.returncode != 0:
+        raise RuntimeError(f"reading the engine endpoint failed: {out.stderr[-2000:]}")
+    url, token = json.loads(out.stdout.strip().splitlines()[-1])
+    return str(url), str(token)
 
 
 if __name__ == "__main__":

@@ -65,16 +65,10 @@ def switchyard_stack(
 
 def engine_endpoint(state: Path) -> tuple[str, str]:
     """(URL, bearer token) of the fake engine's direct port, from the fleet registry."""
-    marker = json.loads((state / "local_head.json").read_text())
+    from benchmarks.registry_probe import engine_endpoint as probed
+
     # A separate process: this one stays free of a Ray driver during the measurements.
-    out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.registry_probe", marker["address"]],
-        capture_output=True, text=True, check=False, cwd=REPO_ROOT, timeout=120,
-    )  # fmt: skip
-    if out.returncode != 0:
-        raise RuntimeError(f"reading the engine endpoint failed: {out.stderr[-2000:]}")
-    url, token = json.loads(out.stdout.strip().splitlines()[-1])
-    return str(url), str(token)
+    return probed(json.loads((state / "local_head.json").read_text())["address"])
 
 
 NGINX_CONF = """worker_processes 1;

@@ -51,6 +51,7 @@ import psutil
 from benchmarks.comparison_systems import free_port
 from benchmarks.cpu_accounting import cpu_seconds, process_tree, ray_session_scope, role_of
 from benchmarks.records import load_average, run_record, write_block
+from benchmarks.registry_probe import engine_endpoint
 from benchmarks.stack_cli import switchyard_cli
 from benchmarks.suites import BENCHMARKS_MD, REPO_ROOT, RESULTS, suite_of
 
@@ -140,19 +141,6 @@ def command_times(state: Path, workdir: Path, repeats: int) -> dict[str, float |
         times["diff -f (unchanged)"] = median_of("diff", "-f", str(exported), times=1)
         times["apply -f (unchanged)"] = median_of("apply", "-f", str(exported), times=1)
     return times
-
-
-def engine_endpoint(address: str, app_prefix: str) -> tuple[str, str]:
-    """(URL, token) of the first replica of the app named `app_prefix...`, read by a
-    separate process (this one never becomes a Ray driver)."""
-    out = subprocess.run(
-        [sys.executable, "-m", "benchmarks.registry_probe", address, app_prefix],
-        capture_output=True, text=True, check=False, cwd=REPO_ROOT, timeout=120,
-    )  # fmt: skip
-    if out.returncode != 0:
-        raise RuntimeError(f"reading the engine endpoint failed: {out.stderr[-2000:]}")
-    url, token = json.loads(out.stdout.strip().splitlines()[-1])
-    return str(url), str(token)
 
 
 def gateway_rounds(

@@ -148,3 +148,15 @@ def _error_message(exc: urllib.error.HTTPError) -> str:
     except (ValueError, KeyError, TypeError, OSError):
         return str(exc.reason)
     return str(message)
+
+
+def local_live_fleet(address: str | None, state_dir: Path | None) -> LiveFleet | None:
+    """The recorded stack's live fleet through its gateway; None when the command reads
+    another stack or the route gives none (the caller asks the manager over Ray)."""
+    routes = local_routes(address, state_dir)
+    if routes is None:
+        return None
+    try:
+        return routes.fleet()
+    except RouteUnavailable:
+        return None

@@ -75,18 +75,13 @@ def live_plan(address: str | None, state_dir: Path | None, desired: Any) -> dict
     from cluster.fleet.fleet_plan import FleetPlan
     from domain.fleet_file_diff import diff_fleet
     from switchyard.operation_runner import resolve_address
-    from switchyard.operator_routes import RouteUnavailable, local_routes
+    from switchyard.operator_routes import local_live_fleet
 
-    routes = local_routes(address, state_dir)
-    if routes is not None:
-        try:
-            live = routes.fleet()
-        except RouteUnavailable:
-            pass
-        else:
-            diff = diff_fleet(live.models, live.aliases, desired)
-            if not diff.changes and not live.on_demand:
-                return FleetPlan(steps=(), left_aliases=diff.left_aliases).to_json()
+    live = local_live_fleet(address, state_dir)
+    if live is not None:
+        diff = diff_fleet(live.models, live.aliases, desired)
+        if not diff.changes and not live.on_demand:
+            return FleetPlan(steps=(), left_aliases=diff.left_aliases).to_json()
     manager = RayManagerClient.connect(resolve_address(address, state_dir))
     return manager.plan_fleet(desired).to_json()
 

@@ -28,18 +28,13 @@ def run(args: argparse.Namespace) -> int:
     from cluster.clients.manager_client import RayManagerClient
     from domain.fleet_file import exported_entries, fleet_file_text
     from switchyard.operation_runner import resolve_address
-    from switchyard.operator_routes import RouteUnavailable, local_routes
+    from switchyard.operator_routes import local_live_fleet
 
     # Through the gateway when it answers (no Ray driver: well under a second), else Ray.
-    routes = local_routes(args.address, args.state_dir)
-    if routes is not None:
-        try:
-            live = routes.fleet()
-        except RouteUnavailable:
-            pass
-        else:
-            print(fleet_file_text(exported_entries(live.models, live.aliases)), end="")
-            return ExitCode.OK
+    live = local_live_fleet(args.address, args.state_dir)
+    if live is not None:
+        print(fleet_file_text(exported_entries(live.models, live.aliases)), end="")
+        return ExitCode.OK
     return export(RayManagerClient.connect(resolve_address(args.address, args.state_dir)))
 
 
