@@ -131,8 +131,8 @@ class ManagerService:
         try:
             return self._engine.run(request)
         finally:
-            # Before the caller hears the outcome: a `status` through the gateway right
-            # after an operation shows it, not the view of up to a period ago.
+            # At once, beside the caller hearing the outcome: a `status` through the
+            # gateway right after an operation shows it, not the view of a period ago.
             self._publisher.publish_soon()
 
     def events(self, since: int = 0) -> list[OperationEvent]:

@@ -75,14 +75,17 @@ class ManagerStatusSource:
         self._inventory: tuple[Hashable, float, dict[str, Any]] | None = None
         self._lock = threading.Lock()
 
-    def take(self, *, fresh_inventory: bool) -> ManagerStatus:
+    def take(self, *, fresh_inventory: bool, probe_on_change: bool = True) -> ManagerStatus:
         """The manager's view now; the inventory probed now when `fresh_inventory`, else
-        the last probe's unless the fleet changed since or it is too old."""
+        the last probe's unless the fleet changed since (and `probe_on_change`) or it is
+        too old."""
         engine = self._engine
         operation = engine.current()
         fleet = engine.fleet()
         inventory, inventory_at = self._inventory_for(
-            _fingerprint(operation.op_id if operation else None, fleet), fresh_inventory
+            _fingerprint(operation.op_id if operation else None, fleet),
+            fresh_inventory,
+            probe_on_change,
         )
         alive, running = self._liveness()
         return ManagerStatus(
@@ -101,14 +104,16 @@ class ManagerStatusSource:
             fleet_aliases=dict(fleet.aliases),
         )
 
-    def _inventory_for(self, fingerprint: Hashable, fresh: bool) -> tuple[dict[str, Any], float]:
+    def _inventory_for(
+        self, fingerprint: Hashable, fresh: bool, probe_on_change: bool
+    ) -> tuple[dict[str, Any], float]:
         with self._lock:
             known = self._inventory
             now = self._clock()
             if (
                 fresh
                 or known is None
-                or known[0] != fingerprint
+                or (probe_on_change and known[0] != fingerprint)
                 or now - known[1] > self._max_age_s
             ):
                 known = (fingerprint, now, self._engine.inventory())
@@ -147,15 +152,26 @@ class StatusPublisher:
         self._publish(self._source.take(fresh_inventory=False))
 
     def publish_soon(self) -> None:
-        """Publish now, in the caller's thread; a failure is logged, not raised (the next
-        period publishes again)."""
+        """Publish now, in a thread of its own, with the last probe's inventory: an
+        operation's caller never waits for it (a probe is a Ray task per node); the next
+        period probes again, the fleet having changed."""
+
+        def publish() -> None:
+            try:
+                self._publish(self._source.take(fresh_inventory=False, probe_on_change=False))
+            except Exception:
+                log.warning("publishing the manager's status failed", exc_info=True)
+
+        threading.Thread(target=publish, name="status-publish-now", daemon=True).start()
+
+    def _publish_periodic(self) -> None:
         try:
             self.publish_once()
         except Exception:
+            # The registry restarting with the head: the next period publishes again.
             log.warning("publishing the manager's status failed", exc_info=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            # A failure (the registry restarting with the head) is retried next period.
-            self.publish_soon()
+            self._publish_periodic()
             self._stop.wait(self._period_s)
