@@ -102,21 +102,22 @@ class FleetModelEntry(_Strict):
     )
     park_mode: ParkMode = Field(
         ParkMode.UNLOAD,
-        description="unload (the engine is removed; a wake is a cold start); sleep is not "
-        "built yet",
+        description="unload (the engine is removed; a wake is a cold start) or sleep (vLLM's "
+        "sleep mode: the engine process stays; changing to or from it restarts the engine)",
     )
-
-    @field_validator("park_mode")
-    @classmethod
-    def _park_mode(cls, value: ParkMode) -> ParkMode:
-        if value is ParkMode.SLEEP:
-            raise ValueError(
-                "'sleep' (vLLM's sleep mode) is not built yet; the only park mode is 'unload'"
-            )
-        return value
+    sleep_level: Literal[1, 2] = Field(
+        1,
+        description="park_mode sleep: 1 (weights kept in pinned host memory) or 2 (weights "
+        "discarded, reloaded from the node's weight cache on wake)",
+    )
 
     @model_validator(mode="after")
     def _on_demand_keys(self) -> FleetModelEntry:
+        if "sleep_level" in self.model_fields_set and self.park_mode is not ParkMode.SLEEP:
+            raise ValueError(
+                f"sleep_level: only meaningful with park_mode: sleep (this model parks by "
+                f"'{self.park_mode.value}')"
+            )
         if self.residency is Residency.ALWAYS:
             for key in ("park_after_idle_s", "min_resident_s"):
                 if key in self.model_fields_set:
@@ -185,6 +186,9 @@ class FleetModelEntry(_Strict):
             form["layout"] = {"auto": self.objective}
         else:
             form["layout"] = self.layout.model_dump(exclude_defaults=True)
+        if self.park_mode is ParkMode.SLEEP:
+            # The engine starts with sleep mode enabled, so moving to or from it is a restart.
+            form["park_mode"] = self.park_mode.value
         return form
 
     def residency_form(self) -> dict[str, Any]:
@@ -194,6 +198,7 @@ class FleetModelEntry(_Strict):
             "park_after_idle_s": self.park_after_idle_s,
             "min_resident_s": self.min_resident_s,
             "park_mode": self.park_mode.value,
+            **({"sleep_level": self.sleep_level} if self.park_mode is ParkMode.SLEEP else {}),
         }
 
     def written(self) -> dict[str, Any]:

@@ -6,12 +6,14 @@ fleet file in, an ordered list of changes out. The order is the one `apply` runs
 1. removes: a live model missing from the file, unless it is replaced (below);
 2. swaps: a live model missing from the file whose aliases all go to one model that is new
    in the file (`replaces` = the live one), or a model whose source, layout, engine settings
-   or replicas changed (the same name, a new app generation). A swap moves its model's
+   or replicas changed, or whose park mode moved to or from `sleep` (the engine starts with
+   sleep mode enabled) (the same name, a new app generation). A swap moves its model's
    aliases itself, so they are not listed again;
 3. adds: the file's other new models;
 4. alias moves: an alias the file points somewhere the steps above do not take it;
 5. residency changes: a model whose only change is its residency keys (`residency`,
-   `park_after_idle_s`, `min_resident_s`, `park_mode`): recorded, no redeploy.
+   `park_after_idle_s`, `min_resident_s`, `park_mode` between modes without sleep,
+   `sleep_level`): recorded, no redeploy.
 
 An alias the file no longer lists is left where it is (`left_aliases`): Switchyard has no
 alias removal yet.
@@ -45,7 +47,7 @@ class FleetChange:
     entry: FleetModelEntry | None = None
     """What an add or a swap deploys, as the file has it."""
     changed: tuple[str, ...] = ()
-    """A same-name swap: which of source, layout, engine, replicas changed; a residency
+    """A same-name swap: which of source, layout, engine, replicas, park_mode changed; a residency
     change: which of its keys."""
 
 
@@ -103,7 +105,8 @@ def diff_fleet(
 
 def _changed(live: FleetModelEntry, wanted: FleetModelEntry) -> tuple[str, ...]:
     was, now = live.deployed_form(), wanted.deployed_form()
-    return tuple(k for k in ("source", "layout", "engine", "replicas") if was[k] != now[k])
+    keys = ("source", "layout", "engine", "replicas", "park_mode")
+    return tuple(k for k in keys if was.get(k) != now.get(k))
 
 
 def _residency_changed(live: FleetModelEntry, wanted: FleetModelEntry) -> tuple[str, ...]:

@@ -30,7 +30,10 @@ class ParkMode(StrEnum):
     UNLOAD = "unload"
     """Its engine is removed; the next wake is a cold start."""
     SLEEP = "sleep"
-    """vLLM's sleep mode, keeping the engine process: not built yet, refused."""
+    """vLLM's sleep mode (`sleep_level` 1 or 2, policies/sleep_mode.py): the engine process
+    and its placement stay, and a wake needs no cold start. Admission refuses it where the
+    platform has no sleep mode (the CPU engine) and, at level 1, where a node's host memory
+    cannot pin the weights; docs/sleep-mode.md has the design and what is built of it."""
 
 
 PARK_AFTER_IDLE_S = 600.0

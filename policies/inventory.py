@@ -60,6 +60,10 @@ class GpuProfile:
     """Whether vLLM's attention backends here return the softmax log-sum-exp for decode,
     which decode context parallel needs (vllm/v1/worker/cp_utils.py): every CUDA backend
     does (FlashAttention, FlashInfer, FlashMLA, CUTLASS MLA, Triton MLA); the CPU ones do not."""
+    host_link_gbps: float = 25.0
+    """Host-to-GPU copy rate from pinned memory in GB/s, per GPU: what a level-1 wake from
+    vLLM's sleep mode moves the weights over. A planning figure, about 80 % of the slot's
+    PCIe rate per direction (Gen4 x16: 32 GB/s, Gen5 x16: 64 GB/s); the default is Gen4's."""
     cpu_amx_tiles: bool = False
     """A CPU stand-in whose host has Intel AMX tiles: vLLM's CPU engine runs MLA with its
     AMX backend then, on 128-token blocks instead of 16 (vllm/platforms/cpu.py
@@ -107,6 +111,7 @@ _PROFILES: Final = (
         link_latency_us=4.0,
         compute_capability=(12, 0),
         native_fp8=True,
+        host_link_gbps=50.0,  # PCIe Gen5 x16
         sm_count=188,
         # Datasheet peaks are quoted with 2:4 sparsity for fp4 (4 PFLOPS); dense is half, and
         # each wider dtype halves again.
@@ -131,6 +136,7 @@ _PROFILES: Final = (
         link_latency_us=0.5,
         compute_capability=(9, 0),
         native_fp8=True,
+        host_link_gbps=50.0,  # PCIe Gen5 x16 to the host
         sm_count=132,
         bf16_tflops=989.0,
         fp8_tflops=1979.0,
@@ -146,6 +152,7 @@ _PROFILES: Final = (
         link_latency_us=0.5,
         compute_capability=(9, 0),
         native_fp8=True,
+        host_link_gbps=50.0,  # PCIe Gen5 x16 to the host
         sm_count=132,
         bf16_tflops=989.0,
         fp8_tflops=1979.0,
@@ -161,6 +168,7 @@ _PROFILES: Final = (
         link_latency_us=0.7,
         compute_capability=(8, 0),
         native_fp8=False,
+        host_link_gbps=25.0,  # PCIe Gen4 x16 to the host
         sm_count=108,
         bf16_tflops=312.0,
         datasheet="https://www.nvidia.com/en-us/data-center/a100/",
@@ -175,6 +183,7 @@ _PROFILES: Final = (
         link_latency_us=5.0,
         compute_capability=(8, 9),
         native_fp8=True,
+        host_link_gbps=25.0,  # PCIe Gen4 x16
         sm_count=142,
         bf16_tflops=362.0,
         fp8_tflops=733.0,

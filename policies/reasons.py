@@ -52,6 +52,12 @@ class ReasonCode(StrEnum):
     TRUST_REMOTE_CODE_REQUIRED = "trust_remote_code_required"
     """The architecture's checkpoints ship code vLLM must run and the operator has not set
     `trust_remote_code` (a recipe never sets it for them)."""
+    SLEEP_MODE_UNAVAILABLE = "sleep_mode_unavailable"
+    """`park_mode: sleep` on a platform whose vLLM has no sleep mode (the CPU engine raises
+    when `enable_sleep_mode` is set)."""
+    SLEEP_HOST_MEMORY = "sleep_host_memory"
+    """A level-1 sleep would pin more weights in a node's host memory than it allows beside
+    the models already asleep there."""
     NO_VALID_LAYOUT = "no_valid_layout"
     """Summary: no candidate layout passes vLLM's layout rules."""
     NO_FITTING_LAYOUT = "no_fitting_layout"

@@ -276,6 +276,7 @@ class FleetEngine:
             auto_layout=entry.auto_layout,
             objective=entry.objective,
             parkable=self._on_demand_claims() if on_demand else None,
+            park_mode=entry.park_mode,
         )
         if not checked.admitted:
             return op.end(Outcome.REJECTED, "not admitted: " + "; ".join(checked.reasons))

@@ -23,10 +23,12 @@ from domain.deployment_config import ModelDeploymentConfig
 from domain.engine_capacity import CapacityFigures, ModelCapacity
 from domain.fleet_state import FleetState
 from domain.operation import AdmissionSummary
+from domain.residency import ParkMode
 from policies.admission import Candidate, Decision
 from policies.engine_memory import MemoryTerm
 from policies.inventory import ClusterInventory
 from policies.reasons import Reason
+from policies.sleep_mode import sleep_mode_refusal
 from policies.units import gib
 
 
@@ -78,12 +80,15 @@ def preflight(
     objective: str = "throughput",
     replacing: str | None = None,
     parkable: Mapping[str, int] | None = None,
+    park_mode: ParkMode = ParkMode.UNLOAD,
 ) -> PreflightResult:
     """Stage `config`'s weights, resolve it (recipe, `layout: auto`) and run admission
     counting `freed` as free; `replacing` may be `config`'s own name (a wake). When that
     refuses and `parkable` (accelerators per node that on-demand models hold) is given,
     admission is asked again counting those free too: `once_parked` says it fits then."""
-    staged = stage_and_probe(ctx, op, config, dry_run=dry_run, replacing=replacing)
+    staged = stage_and_probe(
+        ctx, op, config, dry_run=dry_run, replacing=replacing, park_mode=park_mode
+    )
     if isinstance(staged, PreflightResult):
         return staged
     checked = _resolve_and_admit(ctx, op, config, staged, freed, auto_layout, objective)
@@ -160,9 +165,10 @@ def stage_and_probe(
     *,
     dry_run: bool,
     replacing: str | None = None,
+    park_mode: ParkMode = ParkMode.UNLOAD,
 ) -> Staged | PreflightResult:
     """Names checked, weights staged (a dry run reads the config only), nodes probed; a
-    PreflightResult with the reasons when any of it refuses."""
+    PreflightResult with the reasons when any of it refuses (the park mode included)."""
     problems = name_problems(ctx.desired.state, config, replacing)
     if problems:
         ctx.metrics.admission(False, ["name_conflict"])
@@ -193,11 +199,32 @@ def stage_and_probe(
         )
     except ValueError as exc:  # no node with the fleet's accelerator kind
         return PreflightResult(model_dir, (f"inventory: {exc}",))
+    refused = park_mode_refusals(park_mode, inventory)
+    if refused:
+        ctx.metrics.admission(False, [r.split(":", 1)[0] for r in refused])
+        return PreflightResult(model_dir, refused)
     if dry_run:
         disk_problems = _dry_run_disk(ctx, op, config, probed)
         if disk_problems:
             return PreflightResult(model_dir, tuple(disk_problems))
     return Staged(model_dir, inventory)
+
+
+def park_mode_refusals(park_mode: ParkMode, inventory: ClusterInventory) -> tuple[str, ...]:
+    """`park_mode: sleep` refused where the platform has no sleep mode (named), and for now
+    everywhere else too: the engine's sleep and wake and the placement of a second engine
+    on a sleeping one's accelerators are not built (docs/sleep-mode.md)."""
+    if park_mode is not ParkMode.SLEEP:
+        return ()
+    for gpu, _ in inventory.pools():
+        reason = sleep_mode_refusal(gpu)
+        if reason is not None:
+            return (str(reason),)
+    return (
+        "park_mode sleep: parking by vLLM's sleep mode is not built yet (the engines' sleep "
+        "and wake, and sharing a sleeping engine's accelerators: docs/sleep-mode.md); use "
+        "park_mode unload",
+    )
 
 
 Verdict = Decision | str

@@ -47,6 +47,7 @@ from domain.operation import (
     now,
 )
 from domain.operation_request import SwapRequest
+from domain.residency import ParkMode
 
 Begin = Callable[[OperationKind, OperationDetails], OperationRecorder]
 
@@ -111,7 +112,10 @@ def swap(ctx: FleetContext, begin: Begin, request: SwapRequest) -> OperationResu
     moving = ctx.desired.state.aliases_of(old)
     new = new.model_copy(update={"aliases": tuple(dict.fromkeys((*new.aliases, *moving)))})
     claimed = ctx.ports.serve.claimed_by(old_model.app.app, ctx.settings.accelerator_resource)
-    staged = stage_and_probe(ctx, op, new, dry_run=request.dry_run, replacing=old)
+    park_mode = request.entry.park_mode if request.entry is not None else ParkMode.UNLOAD
+    staged = stage_and_probe(
+        ctx, op, new, dry_run=request.dry_run, replacing=old, park_mode=park_mode
+    )
     if isinstance(staged, PreflightResult):
         return op.end(
             Outcome.REJECTED, "not admitted, nothing changed: " + "; ".join(staged.reasons)

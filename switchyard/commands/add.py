@@ -89,8 +89,16 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "--park-mode",
         choices=("unload", "sleep"),
         default=None,
-        help="unload (default: the engine is removed, a wake is a cold start); sleep is not "
-        "built yet",
+        help="unload (default: the engine is removed, a wake is a cold start) or sleep "
+        "(vLLM's sleep mode: the engine process stays; refused where the platform has none)",
+    )
+    parser.add_argument(
+        "--sleep-level",
+        type=int,
+        choices=(1, 2),
+        default=None,
+        help="--park-mode sleep: 1 (default: weights kept in pinned host memory) or 2 "
+        "(weights discarded, reloaded from the node's weight cache on wake)",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -188,6 +196,7 @@ RESIDENCY_FLAGS = {
     "park_after_idle_s": "--park-after-idle-s",
     "min_resident_s": "--min-resident-s",
     "park_mode": "--park-mode",
+    "sleep_level": "--sleep-level",
 }
 
 

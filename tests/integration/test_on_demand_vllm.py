@@ -56,3 +56,15 @@ def test_a_request_wakes_a_parked_vllm_engine_and_is_answered_by_it(stack: Runni
         model["capacity"]["observed"]["kv_cache_tokens"]
         == (model["capacity"]["predicted"]["kv_cache_tokens"])
     )
+
+
+def test_park_mode_sleep_is_refused_on_the_cpu_engine_in_one_line(stack: RunningStack) -> None:
+    result = stack.cli(
+        "add", "miniature:llama", "--name", "sleepy", "--park-mode", "sleep", "--dry-run"
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    (line,) = [ln for ln in result.stdout.splitlines() if "sleep_mode_unavailable" in ln]
+    assert "vLLM's CPU engine" in line and "park_mode unload" in line
+    assert "sleepy" not in [
+        m["name"] for m in json.loads(stack.cli("status", "--json").stdout)["models"]
+    ]

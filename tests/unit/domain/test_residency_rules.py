@@ -63,7 +63,7 @@ def test_room_is_made_least_recently_used_first_and_never_from_young_or_always_m
     assert eviction_order(models, waking="waking") == ["oldest", "older", "recent"]
 
 
-def test_residency_keys_are_checked_and_sleep_is_refused_as_not_built() -> None:
+def test_residency_keys_are_checked() -> None:
     base = {"name": "m", "source": "miniature:llama"}
     entry = FleetModelEntry.model_validate(
         {**base, "residency": "on_demand", "park_after_idle_s": 30, "min_resident_s": 5}
@@ -75,8 +75,6 @@ def test_residency_keys_are_checked_and_sleep_is_refused_as_not_built() -> None:
         "park_mode": "unload",
     }
     assert entry.written()["residency"] == "on_demand", "export writes them back"
-    with pytest.raises(ValidationError, match="not built yet"):
-        FleetModelEntry.model_validate({**base, "park_mode": "sleep"})
     with pytest.raises(ValidationError, match="only meaningful with residency: on_demand"):
         FleetModelEntry.model_validate({**base, "park_after_idle_s": 30})
     with pytest.raises(ValidationError, match="greater than 0"):
@@ -98,3 +96,18 @@ def test_on_demand_models_needing_more_than_the_always_models_leave_are_never_to
 def test_claims_of_several_models_add_up_per_node() -> None:
     assert summed_claims([{"a": 2}, {"a": 1, "b": 4}, {}]) == {"a": 3, "b": 4}
     assert summed_claims([]) == {}
+
+
+def test_sleep_mode_is_part_of_the_deployment_and_its_level_of_the_residency() -> None:
+    base = {"name": "m", "source": "miniature:llama"}
+    asleep = FleetModelEntry.model_validate({**base, "park_mode": "sleep", "sleep_level": 2})
+    assert asleep.deployed_form()["park_mode"] == "sleep", "the engine starts with sleep mode"
+    assert asleep.residency_form()["sleep_level"] == 2
+    unloaded = FleetModelEntry.model_validate(base)
+    assert "park_mode" not in unloaded.deployed_form(), "forms from before sleep mode hold"
+    assert "sleep_level" not in unloaded.residency_form()
+    assert FleetModelEntry.model_validate({**base, "park_mode": "sleep"}).sleep_level == 1
+    with pytest.raises(ValidationError, match="sleep_level: only meaningful with park_mode"):
+        FleetModelEntry.model_validate({**base, "sleep_level": 2})
+    with pytest.raises(ValidationError, match="sleep_level"):
+        FleetModelEntry.model_validate({**base, "park_mode": "sleep", "sleep_level": 3})

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from cluster.fleet.ports import AppStatus
+from cluster.fleet.preflight import park_mode_refusals
 from cluster.fleet.wake_on_request import WakeOnRequest
 from domain.deployment_config import ModelDeploymentConfig
 from domain.fleet_file import FleetFile, FleetModelEntry
@@ -23,6 +24,8 @@ from domain.operation_request import (
     WakeRequest,
     WakeTrigger,
 )
+from domain.residency import ParkMode
+from policies.inventory import ClusterInventory
 from serve_apps.registry.routing_table import Forward, Hold, ModelRoute
 from switchyard.fleet_file_report import plan_lines
 from tests.support.fleet_configs import OLD
@@ -409,3 +412,18 @@ def test_the_plan_adds_parked_and_notes_models_never_resident_together(fleet: Fl
     assert plan["never_resident_together"] == [["mini-big", NEW.name], ["mini-big", OLD.name]]
     lines = "\n".join(plan_lines(plan))
     assert "added parked" in lines and "never resident together" in lines
+
+
+def test_park_mode_sleep_is_refused_on_the_cpu_engine_and_changes_nothing(fleet: Fleet) -> None:
+    entry = _entry(OLD, residency="on_demand", park_mode="sleep")
+    result = fleet.engine.run(AddRequest(config=OLD, entry=entry))
+    assert result.outcome is Outcome.REJECTED
+    assert "sleep_mode_unavailable" in result.message and "cpu-standin" in result.message
+    assert fleet.cluster.serve.deployed == [] and fleet.engine.fleet().models == {}
+
+
+def test_park_mode_sleep_on_accelerators_with_sleep_mode_is_refused_as_not_built_yet() -> None:
+    gpus = ClusterInventory.homogeneous("rtx-pro-6000", 1, 8, host_ram_gib=2048)
+    (refusal,) = park_mode_refusals(ParkMode.SLEEP, gpus)
+    assert "not built yet" in refusal and "docs/sleep-mode.md" in refusal
+    assert park_mode_refusals(ParkMode.UNLOAD, gpus) == ()

@@ -104,3 +104,22 @@ def test_a_residency_change_with_new_engine_settings_rides_on_the_swap() -> None
     (change,) = diff_fleet(live, aliases, parse_fleet_file(text, "new")).changes
     assert change.action is ChangeAction.SWAP and change.entry is not None
     assert change.entry.residency.value == "on_demand"
+
+
+def test_moving_to_sleep_mode_restarts_the_engine_and_a_new_sleep_level_does_not() -> None:
+    # The engine starts with sleep mode enabled: park_mode sleep is a same-name swap.
+    to_sleep = LIVE_FILE.replace(
+        "engine: {max_model_len: 256}}", "engine: {max_model_len: 256}, park_mode: sleep}"
+    )
+    live, aliases = _live()
+    (change,) = diff_fleet(live, aliases, parse_fleet_file(to_sleep, "new")).changes
+    assert (change.action, change.model, change.changed) == (
+        ChangeAction.SWAP,
+        "llama",
+        ("park_mode",),
+    )
+    (llama,) = [m for m in parse_fleet_file(to_sleep, "live").models if m.name == "llama"]
+    asleep = {**live, "llama": llama}
+    deeper = to_sleep.replace("park_mode: sleep}", "park_mode: sleep, sleep_level: 2}")
+    (change,) = diff_fleet(asleep, aliases, parse_fleet_file(deeper, "new")).changes
+    assert (change.action, change.changed) == (ChangeAction.RESIDENCY, ("sleep_level",))
