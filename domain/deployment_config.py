@@ -112,6 +112,8 @@ class EngineConfig(_Strict):
     trust_remote_code: bool | None = None
     chat_template: str | None = Field(None, min_length=1)
     speculative_config: dict[str, Any] | None = None
+    enable_sleep_mode: bool | None = None
+    """Set by a fleet entry's `park_mode: sleep` (the engine can then sleep and wake)."""
     extra: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="before")
@@ -171,6 +173,7 @@ _OPTIONAL_ENGINE_FIELDS = (
     "trust_remote_code",
     "chat_template",
     "speculative_config",
+    "enable_sleep_mode",
 )
 
 

@@ -163,7 +163,7 @@ class FleetModelEntry(_Strict):
         platform's defaults still apply to the others."""
         if layout is None:
             layout = LayoutConfig() if isinstance(self.layout, str) else self.layout.to_config()
-        return ModelDeploymentConfig.model_validate(
+        config = ModelDeploymentConfig.model_validate(
             {
                 "name": self.name,
                 "source": self.source,
@@ -173,6 +173,15 @@ class FleetModelEntry(_Strict):
                 "replicas": self.replicas,
             }
         )
+        return self.with_park_engine(config)
+
+    def with_park_engine(self, config: ModelDeploymentConfig) -> ModelDeploymentConfig:
+        """`config` with what this entry's park mode asks of the engine: sleep mode enabled
+        for `park_mode: sleep`, so that parking it is vLLM's `sleep`."""
+        if self.park_mode is not ParkMode.SLEEP or config.engine.enable_sleep_mode:
+            return config
+        engine = config.engine.model_copy(update={"enable_sleep_mode": True})
+        return config.model_copy(update={"engine": engine})
 
     def deployed_form(self) -> dict[str, Any]:
         """What a redeploy depends on: source, layout (with the objective when it is

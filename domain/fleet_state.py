@@ -20,6 +20,21 @@ FLEET_FORMAT_VERSION = 2
 """Format 1 (before generations) had no `format_version` key and `model-<name>` apps."""
 
 
+WAKE_HISTORY = 5
+
+
+class WakeRecord(BaseModel):
+    """One wake of a model: its path, the prediction from bytes and links alone, and the
+    time it took."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    """A `policies.wake_paths.WakePath` value."""
+    physics_s: float
+    measured_s: float
+
+
 class FleetModel(BaseModel):
     """One model the fleet serves, as it was requested and where it runs."""
 
@@ -37,6 +52,12 @@ class FleetModel(BaseModel):
     the next wake starts the next generation."""
     last_wake_s: float | None = None
     """How long its latest wake took, admission to warmed (None: never woken)."""
+    asleep_level: Literal[1, 2] | None = None
+    """Parked by vLLM's sleep mode at this level: its app `generation` still runs, asleep,
+    and holds its accelerators (None: serving, or parked by unloading)."""
+    wakes: tuple[WakeRecord, ...] = ()
+    """Its latest wakes (at most `WAKE_HISTORY`), oldest first: what corrects the
+    prediction of its next (policies/wake_paths.py)."""
 
     @property
     def app(self) -> AppName:
@@ -132,18 +153,32 @@ class FleetState(BaseModel):
         capacity = {n: c for n, c in self.capacity.items() if n != name}
         return self.model_copy(update={"models": models, "aliases": aliases, "capacity": capacity})
 
-    def with_parked(self, name: str) -> FleetState:
-        """`name` parked: kept with its config, entry and aliases, its engine gone."""
-        model = self.models[name].model_copy(update={"parked": True})
+    def with_parked(self, name: str, asleep_level: Literal[1, 2] | None = None) -> FleetState:
+        """`name` parked: kept with its config, entry and aliases; its engine gone, or
+        asleep at `asleep_level` (its app still running)."""
+        model = self.models[name].model_copy(update={"parked": True, "asleep_level": asleep_level})
         return self.model_copy(update={"models": {**self.models, name: model}})
 
-    def with_woken(self, name: str, generation: int, wake_s: float | None) -> FleetState:
+    def with_woken(
+        self,
+        name: str,
+        generation: int,
+        wake_s: float | None,
+        record: WakeRecord | None = None,
+    ) -> FleetState:
         """`name` serving again as `generation` after a wake of `wake_s` seconds (None:
-        not measured, the last wake's figure kept)."""
+        not measured, the last wake's figure kept); `record` joins its wake history."""
         model = self.models[name]
         last = model.last_wake_s if wake_s is None else round(wake_s, 3)
+        wakes = model.wakes if record is None else (*model.wakes, record)[-WAKE_HISTORY:]
         model = model.model_copy(
-            update={"parked": False, "generation": generation, "last_wake_s": last}
+            update={
+                "parked": False,
+                "asleep_level": None,
+                "generation": generation,
+                "last_wake_s": last,
+                "wakes": wakes,
+            }
         )
         models = {**self.models, name: model}
         return self.with_generation(model.app).model_copy(update={"models": models})

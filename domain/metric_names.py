@@ -254,6 +254,19 @@ WAKE_SECONDS = MetricSpec(
     "switchyard_manager_startup_step_seconds).",
     OPERATION_BUCKETS_S,
 )
+WAKE_PREDICTED_SECONDS = MetricSpec(
+    "switchyard_manager_wake_predicted_seconds",
+    Kind.GAUGE,
+    ("model", "path"),
+    "What the latest wake of a model asleep was predicted to take, per path (level_1, "
+    "level_2): from the bytes it moves and its links, corrected by its past wakes.",
+)
+WAKE_MEASURED_SECONDS = MetricSpec(
+    "switchyard_manager_wake_measured_seconds",
+    Kind.GAUGE,
+    ("model", "path"),
+    "What that wake took, wake asked to warmed: beside the prediction.",
+)
 PARKS = MetricSpec(
     "switchyard_manager_parks",
     Kind.COUNTER,
@@ -357,6 +370,8 @@ MANAGER_METRICS: tuple[MetricSpec, ...] = (
     STARTUP_STEP_SECONDS,
     WAKES,
     WAKE_SECONDS,
+    WAKE_PREDICTED_SECONDS,
+    WAKE_MEASURED_SECONDS,
     PARKS,
     LAST_SWAP_PHASE_SECONDS,
     LAST_SWAP_ALIAS_UNAVAILABLE_SECONDS,

@@ -47,8 +47,9 @@ class OperationKind(StrEnum):
 
 class SwapPhase(StrEnum):
     """Steps of a swap, journaled before each is acted on (see cluster/fleet/swap_flow.py).
-    A park is `draining` then `removing_old`, a wake `preflight` then `deploying_new`
-    (cluster/fleet/residency.py); an add `preflight` then `deploying_new`."""
+    A park is `draining` then `removing_old` (or `sleeping`), a wake `preflight` then
+    `deploying_new` (or `waking` alone, for a model asleep) (cluster/fleet/residency.py); an
+    add `preflight` then `deploying_new`."""
 
     PREFLIGHT = "preflight"
     """Admission of NEW against the inventory counting what OLD frees; NEW's weights staged
@@ -64,6 +65,12 @@ class SwapPhase(StrEnum):
     """Aliases move to NEW, OLD becomes a tombstone naming NEW, held requests are released."""
     ROLLING_BACK = "rolling_back"
     """NEW failed after the drain: NEW is removed, OLD comes back on its old layout."""
+    SLEEPING = "sleeping"
+    """A park by vLLM's sleep mode: every replica of the model's engine is put to sleep;
+    its app and placement stay."""
+    WAKING = "waking"
+    """The wake of a model asleep: every replica woken (level 2 also reloads its weights)
+    and warmed, under the same app generation."""
 
 
 class SwapStrategy(StrEnum):

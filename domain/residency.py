@@ -55,13 +55,16 @@ class ResidentModel:
     """Seconds since a request last asked for it."""
     resident_s: float
     """Seconds since its engine last started (a start, a swap, a wake)."""
+    asleep: bool = False
+    """Parked by vLLM's sleep mode: its engine still holds its accelerators."""
 
     @property
     def parkable(self) -> bool:
-        """On demand, resident, and resident long enough to be parked for room."""
+        """On demand, holding accelerators (serving, or asleep), and resident long enough
+        to be parked for room (an asleep model is then unloaded)."""
         return (
             self.residency is Residency.ON_DEMAND
-            and not self.parked
+            and (not self.parked or self.asleep)
             and self.resident_s >= self.min_resident_s
         )
 
@@ -79,10 +82,11 @@ def idle_to_park(models: Iterable[ResidentModel]) -> list[str]:
 
 
 def eviction_order(models: Iterable[ResidentModel], waking: str) -> list[str]:
-    """Who may be parked to make room for `waking`, least recently used first: on-demand
-    models resident for at least their `min_resident_s`; never an `always` model."""
+    """Who may be parked to make room for `waking`: models asleep first (they serve
+    nothing), then least recently used first; on-demand models resident for at least their
+    `min_resident_s`; never an `always` model."""
     candidates = [m for m in models if m.name != waking and m.parkable]
-    return [m.name for m in sorted(candidates, key=lambda m: (-m.idle_s, m.name))]
+    return [m.name for m in sorted(candidates, key=lambda m: (not m.asleep, -m.idle_s, m.name))]
 
 
 class ParkReason(StrEnum):

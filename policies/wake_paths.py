@@ -80,8 +80,9 @@ class WakeWork:
 class WakeLinks:
     """The links a wake moves bytes over, in GB/s."""
 
-    host_to_gpu_gbps: float
-    """Per GPU, from pinned memory (`GpuProfile.host_link_gbps`)."""
+    host_to_gpu_gbps: float = 50.0
+    """Per GPU, from pinned memory (`GpuProfile.host_link_gbps`; the default is PCIe Gen5
+    x16's planning figure)."""
     host_memory_gbps: float = HOST_MEMORY_GBPS
     loader_gbps_per_rank: float = LOADER_GBPS_PER_RANK
     disk_gbps: float = DISK_GBPS

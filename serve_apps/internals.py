@@ -379,6 +379,21 @@ def _has_replica_state_running() -> bool:
     )
 
 
+def call_every_replica(
+    app: str, deployment: str, method: str, kwargs: Mapping[str, Any] | None = None
+) -> list[Any]:
+    """`method(**kwargs)` on every running replica of the deployment, each awaited: Serve's
+    handles reach one replica per call, and a control message (sleep, wake) must reach all.
+    Ray Serve LLM's experimental `broadcast` does this (ray/llm/_internal/serve/utils/
+    broadcast.py: each replica actor's `handle_request` with a request naming the method)."""
+    from ray import serve
+    from ray.llm._internal.serve.utils.broadcast import broadcast
+
+    handle = serve.get_deployment_handle(deployment, app)
+    results: list[Any] = broadcast(handle, method, kwargs=dict(kwargs or {}))
+    return results
+
+
 def _controller_has_running_table() -> bool:
     return _has("ray.serve._private.controller", "ServeController", "_all_running_replicas")()
 
@@ -492,6 +507,10 @@ REQUIREMENTS: Final[tuple[_Requirement, ...]] = (
     _Requirement("VLLMEngine.build_asgi_app", _engine_builds_asgi_app),
     _Requirement("VLLMEngine._engine_client (the vLLM AsyncLLM)", _engine_keeps_client),
     _Requirement("ray._config.metrics_report_interval_ms", _ray_config_has_report_interval),
+    _Requirement(
+        "ray.llm._internal.serve.utils.broadcast.broadcast (a call to every replica)",
+        _has("ray.llm._internal.serve.utils.broadcast", "broadcast"),
+    ),
     _Requirement(
         "ray._private.utils.get_ray_address_file / read_ray_address (`ray start`'s record)",
         _has("ray._private.utils", "get_ray_address_file", "__call__"),

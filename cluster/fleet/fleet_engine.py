@@ -205,11 +205,11 @@ class FleetEngine:
         match request:
             case AddRequest():
                 entry = request.entry or FleetModelEntry.of_config(request.config)
-                config = self._with_cluster_defaults(request.config)
+                config = entry.with_park_engine(self._with_cluster_defaults(request.config))
                 return self._add(config, request.dry_run, entry)
             case SwapRequest():
-                config = self._with_cluster_defaults(request.config)
                 entry = request.entry or FleetModelEntry.of_config(request.config)
+                config = entry.with_park_engine(self._with_cluster_defaults(request.config))
                 resolved = request.model_copy(update={"config": config, "entry": entry})
                 result = swap(self._ctx, self._begin, resolved)
                 if not request.dry_run and result.outcome is not Outcome.REJECTED:
@@ -312,8 +312,8 @@ class FleetEngine:
         return op.end(Outcome.DONE, f"{config.name} is serving ({seconds:.1f} s)")
 
     def _on_demand_claims(self) -> dict[str, int]:
-        """The accelerators per node that resident on-demand models hold: what a model
-        added on demand may count free, since a wake parks them to make room."""
+        """The accelerators per node that on-demand models hold (serving, or asleep): what
+        a model added on demand may count free, since a wake parks them to make room."""
         ctx = self._ctx
         resource = ctx.settings.accelerator_resource
         models = ctx.desired.state.models
@@ -326,7 +326,8 @@ class FleetEngine:
         return sorted(
             name
             for name, m in self._ctx.desired.state.models.items()
-            if m.requested.residency is Residency.ON_DEMAND and not m.parked
+            if m.requested.residency is Residency.ON_DEMAND
+            and (not m.parked or m.asleep_level is not None)
         )
 
     def _add_parked(

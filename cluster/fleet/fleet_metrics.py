@@ -69,6 +69,9 @@ class FleetMetrics(Protocol):
         self, model: str, park_mode: str, trigger: str, outcome: str, seconds: float | None
     ) -> None: ...
 
+    def wake_predicted(self, model: str, path: str, predicted_s: float, measured_s: float) -> None:
+        """A wake from sleep: its prediction beside what it took."""
+
 
 @dataclass
 class RecordingFleetMetrics:
@@ -84,6 +87,10 @@ class RecordingFleetMetrics:
     node_stagings: list[tuple[str, str, int]] = field(default_factory=list)
     parks: list[tuple[str, str]] = field(default_factory=list)
     wakes: list[tuple[str, str, str, str, float | None]] = field(default_factory=list)
+    wake_predictions: list[tuple[str, str, float, float]] = field(default_factory=list)
+
+    def wake_predicted(self, model: str, path: str, predicted_s: float, measured_s: float) -> None:
+        self.wake_predictions.append((model, path, predicted_s, measured_s))
 
     def parked(self, model: str, reason: str) -> None:
         self.parks.append((model, reason))
@@ -132,6 +139,9 @@ class DiscardFleetMetrics:
     def woken(
         self, model: str, park_mode: str, trigger: str, outcome: str, seconds: float | None
     ) -> None:
+        return None
+
+    def wake_predicted(self, model: str, path: str, predicted_s: float, measured_s: float) -> None:
         return None
 
     def phase_started(self, kind: str, phase: str, swap: SwapSubject | None) -> None:

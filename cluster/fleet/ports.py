@@ -147,6 +147,15 @@ class ServePort(Protocol):
     def delete(self, app: str) -> None:
         """Delete the app and wait until Serve has removed it (never raises)."""
 
+    def sleep(self, app: AppName, level: int) -> None:
+        """Put every replica of the app's engine to sleep at `level` (vLLM's sleep mode;
+        a replica asleep already is left so); raises DeployFailed."""
+
+    def wake(self, app: AppName, level: int) -> None:
+        """Wake every replica of the app's engine; after level 2 each reloads its weights
+        (`reload_weights` on every worker). A replica awake already is left so; raises
+        DeployFailed."""
+
     def statuses(self) -> dict[str, AppStatus]:
         """Every Serve application that exists now."""
 

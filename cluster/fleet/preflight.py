@@ -199,7 +199,9 @@ def stage_and_probe(
         )
     except ValueError as exc:  # no node with the fleet's accelerator kind
         return PreflightResult(model_dir, (f"inventory: {exc}",))
-    refused = park_mode_refusals(park_mode, inventory)
+    refused = park_mode_refusals(
+        park_mode, inventory, fake_engines=ctx.settings.fake_engines is not None
+    )
     if refused:
         ctx.metrics.admission(False, [r.split(":", 1)[0] for r in refused])
         return PreflightResult(model_dir, refused)
@@ -210,21 +212,19 @@ def stage_and_probe(
     return Staged(model_dir, inventory)
 
 
-def park_mode_refusals(park_mode: ParkMode, inventory: ClusterInventory) -> tuple[str, ...]:
-    """`park_mode: sleep` refused where the platform has no sleep mode (named), and for now
-    everywhere else too: the engine's sleep and wake and the placement of a second engine
-    on a sleeping one's accelerators are not built (docs/sleep-mode.md)."""
-    if park_mode is not ParkMode.SLEEP:
+def park_mode_refusals(
+    park_mode: ParkMode, inventory: ClusterInventory, *, fake_engines: bool = False
+) -> tuple[str, ...]:
+    """`park_mode: sleep` refused where vLLM's engine has no sleep mode, naming the
+    platform. The stand-in engine (`--fake-engines`) sleeps and wakes on every platform:
+    the control plane's own path is tested with it."""
+    if park_mode is not ParkMode.SLEEP or fake_engines:
         return ()
     for gpu, _ in inventory.pools():
         reason = sleep_mode_refusal(gpu)
         if reason is not None:
             return (str(reason),)
-    return (
-        "park_mode sleep: parking by vLLM's sleep mode is not built yet (the engines' sleep "
-        "and wake, and sharing a sleeping engine's accelerators: docs/sleep-mode.md); use "
-        "park_mode unload",
-    )
+    return ()
 
 
 Verdict = Decision | str

@@ -261,7 +261,10 @@ def republish(ctx: FleetContext) -> None:
         routes.set_aliases(moved)
     if table.held_aliases:
         ctx.release_holds()
-    wanted = {m.app.app for m in desired.models.values() if not m.parked}
+    # An asleep model's app runs: it is parked, not gone.
+    wanted = {
+        m.app.app for m in desired.models.values() if not m.parked or m.asleep_level is not None
+    }
     for app_name in statuses:
         if AppName.parse(app_name) is not None and app_name not in wanted:
             serve.delete(app_name)

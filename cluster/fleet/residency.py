@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from cluster.fleet.bring_up import bring_up
 from cluster.fleet.fleet_context import FleetContext, model_route
@@ -30,7 +31,7 @@ from cluster.fleet.preflight import PreflightResult, preflight
 from cluster.fleet.swap_flow import drain
 from domain.accelerator_claims import summed_claims
 from domain.app_name import AppName
-from domain.fleet_state import FleetModel
+from domain.fleet_state import FleetModel, WakeRecord
 from domain.model_state import ModelState
 from domain.operation import (
     OperationDetails,
@@ -41,7 +42,9 @@ from domain.operation import (
     now,
 )
 from domain.operation_request import WakeTrigger
-from domain.residency import ParkReason, ResidentModel, eviction_order
+from domain.residency import ParkMode, ParkReason, ResidentModel, eviction_order
+from policies.units import GIB
+from policies.wake_paths import PastWake, WakeEstimate, WakeLinks, WakePath, WakeWork, estimate
 
 Begin = Callable[[OperationKind, OperationDetails], OperationRecorder]
 
@@ -67,9 +70,69 @@ def park(
         return op.end(Outcome.REJECTED, f"no model named '{name}'")
     if model.parked:
         return op.end(Outcome.DONE, f"{name} is already parked; nothing changed")
-    unload(ctx, op, model, hold_requests=reason is not ParkReason.MANUAL)
+    hold = reason is not ParkReason.MANUAL
+    level = sleep_level_of(model)
+    # Parked for room, a model must give its accelerators back: it is unloaded.
+    if level is not None and reason is not ParkReason.EVICTED:
+        asleep = put_to_sleep(ctx, op, model, level, hold_requests=hold)
+        ctx.metrics.parked(name, reason.value)
+        if asleep:
+            return op.end(
+                Outcome.DONE,
+                f"{name} is asleep at level {level} ({reason.value}): its engine keeps its "
+                "accelerators, and a wake needs no cold start",
+            )
+        return op.end(Outcome.DONE, f"{name} is parked ({reason.value}), unloaded: see notes")
+    unload(ctx, op, model, hold_requests=hold)
     ctx.metrics.parked(name, reason.value)
     return op.end(Outcome.DONE, f"{name} is parked ({reason.value}): its accelerators are free")
+
+
+def sleep_level_of(model: FleetModel) -> Literal[1, 2] | None:
+    """The level `model` sleeps at when parked (None: it parks by unloading)."""
+    entry = model.requested
+    return entry.sleep_level if entry.park_mode is ParkMode.SLEEP else None
+
+
+def put_to_sleep(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    model: FleetModel,
+    level: Literal[1, 2],
+    *,
+    hold_requests: bool,
+) -> bool:
+    """Drain `model`, then put every replica of its engine to sleep at `level`. Its app
+    and accelerators stay. When a replica will not sleep, the model is unloaded instead
+    (False): a half-asleep engine serves nobody."""
+    name = model.config.name
+    op.phase(SwapPhase.DRAINING, f"draining {model.app}: its requests in flight finish on it")
+    if hold_requests:
+        publish_parked(ctx, model)
+    else:
+        ctx.ports.routes.set_route_state(name, ModelState.DRAINING)
+    # Drained first: Ray Serve LLM's sleep passes no pause mode, and vLLM's default aborts
+    # the requests in flight.
+    left = drain(ctx, model.app.app)
+    op.note(f"{name} drained ({left} requests still in flight at the deadline)")
+    op.phase(SwapPhase.SLEEPING, f"putting {model.app} to sleep at level {level}")
+    try:
+        ctx.ports.serve.sleep(model.app, level)
+    except DeployFailed as exc:
+        op.note(f"{name} would not sleep ({exc}); unloading it instead")
+        op.phase(SwapPhase.REMOVING_OLD, f"unloading {model.app}")
+        complete_park(ctx, name)
+        return False
+    complete_sleep(ctx, name, level)
+    return True
+
+
+def complete_sleep(ctx: FleetContext, name: str, level: Literal[1, 2]) -> None:
+    """Every replica asleep: the route PARKED, the model recorded asleep at `level`."""
+    model = ctx.desired.model(name)
+    assert model is not None
+    ctx.desired.update(ctx.desired.state.with_parked(name, asleep_level=level))
+    publish_parked(ctx, ctx.desired.model(name) or model)
 
 
 def unload(
@@ -99,10 +162,30 @@ def complete_park(ctx: FleetContext, name: str) -> None:
 
 
 def predicted_wake_s(ctx: FleetContext, model: FleetModel) -> float | None:
-    """A wake is a cold start: its last wake, else the last start of its source and layout."""
+    """How long `model`'s next wake should take: from sleep, the path's prediction
+    (`wake_estimate`); unloaded, a cold start: its last wake, else the last start of its
+    source and layout."""
+    if model.asleep_level is not None:
+        return wake_estimate(ctx, model).predicted_s
     if model.last_wake_s is not None:
         return model.last_wake_s
     return ctx.desired.state.startup_of(model.config)
+
+
+def wake_estimate(ctx: FleetContext, model: FleetModel) -> WakeEstimate:
+    """The wake of `model` from its sleep level, predicted from the bytes it moves (its
+    weights per GPU, as its engine logged them or admission predicted; every replica's
+    ranks counted on one node, the upper bound) and corrected by its own past wakes."""
+    capacity = ctx.desired.state.capacity.get(model.config.name)
+    weights_gib = 0.0
+    if capacity is not None:
+        weights_gib = capacity.observed.weights_gib or capacity.predicted.weights_gib or 0.0
+    per_gpu = int(weights_gib * GIB)
+    ranks = model.config.layout.gpus_per_replica * model.config.replicas
+    work = WakeWork(weights_per_gpu_bytes=per_gpu, busiest_node_bytes=per_gpu * ranks)
+    path = WakePath.LEVEL_1 if model.asleep_level == 1 else WakePath.LEVEL_2
+    history = [PastWake(WakePath(w.path), w.physics_s, w.measured_s) for w in model.wakes]
+    return estimate(path, work, WakeLinks(), history)
 
 
 def publish_parked(
@@ -149,6 +232,10 @@ def wake(
         mode = model.requested.park_mode.value
         ctx.metrics.woken(name, mode, trigger.value, outcome.value, seconds)
         return op.end(outcome, message)
+
+    if model.asleep_level is not None:
+        op.details.generation = model.generation
+        return _wake_from_sleep(ctx, op, model, started, ended)
 
     op.phase(SwapPhase.PREFLIGHT, f"admission for {name} on the accelerators free now")
     checked = preflight(ctx, op, model.config, freed=None, dry_run=False, replacing=name)
@@ -203,6 +290,58 @@ def wake(
     return ended(Outcome.DONE, f"{name} is serving again ({seconds:.1f} s)", seconds)
 
 
+def _wake_from_sleep(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    model: FleetModel,
+    started: float,
+    ended: Callable[..., OperationResult],
+) -> OperationResult:
+    """Wake every replica of `model`'s engine where it sleeps: no admission (it holds its
+    accelerators), no new generation. A level-2 wake reads the weights into the page cache
+    first. An engine that will not wake is unloaded, and the model stays parked for a cold
+    start."""
+    name, level = model.config.name, model.asleep_level
+    assert level is not None
+    predicted = wake_estimate(ctx, model)
+    op.phase(SwapPhase.WAKING, f"waking {model.app} from level-{level} sleep")
+    op.note(f"{predicted.path.value} wake predicted to take {predicted.predicted_s:.1f} s")
+    published = ctx.ports.routes.routing_table().models.get(name)
+    ctx.ports.routes.put_route(
+        replace(
+            published or model_route(model.app, model.config, ModelState.PARKED),
+            state=ModelState.WAKING,
+            error=None,
+            error_code=None,
+            ready_by=now() + predicted.predicted_s,
+        )
+    )
+    try:
+        if level == 2:
+            staged = ctx.ports.nodes.stage(model.config.source)
+            op.note(ctx.ports.nodes.prefetch(staged.model_dir).describe())
+        ctx.ports.serve.wake(model.app, level)
+        ctx.ports.serve.warm_up(model.app, ctx.settings.deploy_timeout_s)
+    except DeployFailed as exc:
+        op.note(f"{name}'s engine would not wake ({exc}); unloading it")
+        complete_park(ctx, name)
+        parked = ctx.desired.model(name) or model
+        publish_parked(ctx, parked, error=f"its engine failed to wake: {exc}", wake_ended=True)
+        return ended(Outcome.FAILED, f"{name} failed to wake and stays parked, unloaded: {exc}")
+    seconds = ctx.clock.monotonic() - started
+    record = WakeRecord(
+        path=predicted.path.value, physics_s=predicted.physics_s, measured_s=round(seconds, 3)
+    )
+    ctx.metrics.wake_predicted(name, predicted.path.value, predicted.predicted_s, seconds)
+    complete_wake(ctx, name, model.app, seconds, record)
+    return ended(
+        Outcome.DONE,
+        f"{name} is serving again ({seconds:.1f} s, {predicted.path.value} wake; "
+        f"{predicted.predicted_s:.1f} s predicted)",
+        seconds,
+    )
+
+
 @dataclass(frozen=True)
 class Room:
     """Models to park so a wake fits: the accelerators they hold (per node) and the
@@ -234,7 +373,7 @@ def _room_for(ctx: FleetContext, op: OperationRecorder, model: FleetModel) -> Ro
 
 
 def resident_models(ctx: FleetContext) -> list[ResidentModel]:
-    """The fleet as its residency rules see it now."""
+    """The fleet as its residency rules see it now (an asleep model holds accelerators)."""
     idle = ctx.ports.routes.idle_seconds()
     now_s = ctx.clock.monotonic()
     return [
@@ -246,17 +385,24 @@ def resident_models(ctx: FleetContext) -> list[ResidentModel]:
             min_resident_s=model.requested.min_resident_s,
             idle_s=idle.get(name, 0.0),
             resident_s=ctx.resident.seconds(name, now_s),
+            asleep=model.asleep_level is not None,
         )
         for name, model in ctx.desired.state.models.items()
     ]
 
 
-def complete_wake(ctx: FleetContext, name: str, app: AppName, seconds: float | None) -> None:
+def complete_wake(
+    ctx: FleetContext,
+    name: str,
+    app: AppName,
+    seconds: float | None,
+    record: WakeRecord | None = None,
+) -> None:
     model = ctx.desired.model(name)
     assert model is not None
     ctx.publish_ready(app, model.config)
     ctx.point_aliases(ctx.desired.state.aliases_of(name), name)
-    ctx.desired.update(ctx.desired.state.with_woken(name, app.generation, seconds))
+    ctx.desired.update(ctx.desired.state.with_woken(name, app.generation, seconds, record))
 
 
 def finish_park(
@@ -276,6 +422,14 @@ def finish_park(
         return Outcome.ROLLED_BACK, (
             f"park of {name} was interrupted while draining; {name} serves on, run park again"
         )
+    level = sleep_level_of(model)
+    if phase == SwapPhase.SLEEPING and level is not None:
+        try:
+            ctx.ports.serve.sleep(model.app, level)  # again: a replica asleep stays so
+            complete_sleep(ctx, name, level)
+            return Outcome.DONE, f"park of {name} was interrupted while it fell asleep; it sleeps"
+        except DeployFailed:
+            pass  # unloaded below: a half-asleep engine serves nobody
     complete_park(ctx, name)
     return Outcome.DONE, f"park of {name} was interrupted in {phase}; it was completed"
 
@@ -295,6 +449,15 @@ def finish_wake(
         return Outcome.FAILED, f"wake of {name} was interrupted and {name} no longer exists"
     if not model.parked:
         return Outcome.DONE, f"wake of {name} had been recorded before the restart"
+    if model.asleep_level is not None:
+        try:
+            ctx.ports.serve.wake(model.app, model.asleep_level)
+        except DeployFailed as exc:
+            complete_park(ctx, name)
+            publish_parked(ctx, model, error=f"its engine failed to wake: {exc}", wake_ended=True)
+            return Outcome.FAILED, f"wake of {name} was interrupted; its engine would not wake"
+        complete_wake(ctx, name, model.app, None)
+        return Outcome.DONE, f"wake of {name} was interrupted in {phase}; it was completed"
     app = AppName(name, details.generation)
     status = ctx.ports.serve.statuses().get(app.app)
     if status is AppStatus.RUNNING:

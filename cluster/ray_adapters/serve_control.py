@@ -41,6 +41,7 @@ from serve_apps.engine.weights_locator import WeightsLocator
 from serve_apps.internals import (
     app_of_placement_group,
     available_resources_per_node,
+    call_every_replica,
     replica_actor_class_name,
     running_replicas_in,
 )
@@ -214,6 +215,25 @@ class ServeControl:
             serve.delete(app)  # blocks until Serve has removed it
         except Exception:
             log.exception("could not delete Serve application %s", app)
+
+    def sleep(self, app: AppName, level: int) -> None:
+        self._every_replica(app, "sleep", {"level": level})
+
+    def wake(self, app: AppName, level: int) -> None:
+        if level == 1:
+            self._every_replica(app, "wakeup", {})
+            return
+        # Level 2 discarded the weights, and vLLM's wake_up restores buffers, not weights:
+        # their memory first, each worker's reload, then the KV cache (docs/sleep-mode.md).
+        self._every_replica(app, "wakeup", {"tags": ["weights"]})
+        self._every_replica(app, "collective_rpc", {"method": "reload_weights"})
+        self._every_replica(app, "wakeup", {"tags": ["kv_cache"]})
+
+    def _every_replica(self, app: AppName, method: str, kwargs: dict[str, Any]) -> None:
+        try:
+            call_every_replica(app.app, app.deployment, method, kwargs)
+        except Exception as exc:
+            raise DeployFailed(f"{method} on {app} failed: {exc}") from exc
 
     def statuses(self) -> dict[str, AppStatus]:
         from ray import serve

@@ -29,6 +29,8 @@ from domain.metric_names import (
     STAGED_BYTES,
     STARTUP_STEP_SECONDS,
     SWAP_IN_PROGRESS,
+    WAKE_MEASURED_SECONDS,
+    WAKE_PREDICTED_SECONDS,
     WAKE_SECONDS,
     WAKES,
     MetricSpec,
@@ -73,6 +75,8 @@ class RayFleetMetrics:
         self._startup_steps = instrument(STARTUP_STEP_SECONDS)
         self._wakes = instrument(WAKES)
         self._wake_seconds = instrument(WAKE_SECONDS)
+        self._wake_predicted = _Gauges(WAKE_PREDICTED_SECONDS, instrument)
+        self._wake_measured = _Gauges(WAKE_MEASURED_SECONDS, instrument)
         self._parks = instrument(PARKS)
         self._admissions = instrument(ADMISSION_DECISIONS)
         self._node_stagings = instrument(NODE_STAGINGS)
@@ -99,6 +103,8 @@ class RayFleetMetrics:
             self._claimed,
             self._staged,
             self._disk_free,
+            self._wake_predicted,
+            self._wake_measured,
         )
 
     def phase_started(self, kind: str, phase: str, swap: SwapSubject | None) -> None:
@@ -140,6 +146,11 @@ class RayFleetMetrics:
         self._wakes.inc(1, {**tags, "trigger": trigger, "outcome": outcome})
         if seconds is not None:
             self._wake_seconds.observe(seconds, tags)
+
+    def wake_predicted(self, model: str, path: str, predicted_s: float, measured_s: float) -> None:
+        tags = {"model": model, "path": path}
+        self._wake_predicted.set(predicted_s, tags)
+        self._wake_measured.set(measured_s, tags)
 
     def startup_steps(self, seconds: Mapping[str, float | None]) -> None:
         for step, value in seconds.items():

@@ -40,6 +40,13 @@ class FakeEngineSettings(BaseModel):
     max_model_len: int = Field(
         4096, ge=16, description="prompt + max_tokens above this is refused, as vLLM does"
     )
+    sleep_s: float = Field(0.2, ge=0, le=600, description="seconds a replica takes to sleep")
+    wake_s: float = Field(
+        0.5, ge=0, le=600, description="seconds a wake takes (level 1: the weights copied back)"
+    )
+    reload_s: float = Field(
+        1.0, ge=0, le=600, description="seconds a level-2 wake's weight reload adds"
+    )
 
 
 class FakeEngineError(Exception):

@@ -64,6 +64,9 @@ class FakeEngineReplica:
             Path(model_path) if weights is None else await asyncio.to_thread(weights.local_path)
         )
         check_checkpoint(directory)
+        self._settings = settings
+        self._asleep: int | None = None
+        self._weights_discarded = False
         await asyncio.sleep(settings.start_s)
         self._engine = FakeEngine(model, settings, token_counter(directory))
         self._direct = DirectEndpoint()
@@ -73,6 +76,35 @@ class FakeEngineReplica:
         if not self._direct.serving:
             raise RuntimeError("the fake engine's HTTP server stopped")
         await self._direct.register()
+
+    # vLLM's sleep mode as Ray Serve LLM's LLMServer exposes it (sleep, wakeup, is_sleeping,
+    # collective_rpc for reload_weights), taking the configured times.
+    async def sleep(self, level: int = 1) -> None:
+        if self._asleep is None:
+            await asyncio.sleep(self._settings.sleep_s)
+            self._asleep = level
+
+    async def wakeup(self, tags: list[str] | None = None) -> None:
+        if self._asleep is None:
+            return
+        if tags is None or "weights" in tags:
+            await asyncio.sleep(self._settings.wake_s)
+            self._weights_discarded = self._asleep == 2
+        if tags is None or "kv_cache" in tags:
+            if self._weights_discarded:
+                raise RuntimeError("the KV cache woken before the weights were reloaded")
+            self._asleep = None
+
+    async def is_sleeping(self) -> bool:
+        return self._asleep is not None
+
+    async def collective_rpc(self, method: str, **_: Any) -> list[Any]:
+        if method != "reload_weights":
+            raise ValueError(f"the fake engine has no worker method {method!r}")
+        if self._weights_discarded:
+            await asyncio.sleep(self._settings.reload_s)
+            self._weights_discarded = False
+        return [None]
 
     async def chat(self, request: Any, raw_request_info: Any = None) -> AsyncIterator[Any]:
         async for item in self._answer("chat", request):

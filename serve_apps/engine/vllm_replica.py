@@ -76,6 +76,16 @@ class DirectStreamingLLMServer(LLMServer):
             # The engine serves either way; only its idle gauges are missing from dashboards.
             log.exception("could not start the idle engine gauges")
 
+    # Sleep and wake are asked of every replica, again after a manager restart: a replica
+    # already so is left alone (vLLM's own calls are not idempotent).
+    async def sleep(self, **kwargs: Any) -> None:
+        if not await self.is_sleeping():
+            await super().sleep(**kwargs)
+
+    async def wakeup(self, **kwargs: Any) -> None:
+        if await self.is_sleeping():
+            await super().wakeup(**kwargs)
+
     async def check_health(self) -> None:
         await super().check_health()
         if self._direct is not None:

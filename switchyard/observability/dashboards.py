@@ -353,6 +353,22 @@ def dashboards() -> tuple[Dashboard, ...]:
                 unit="s",
                 description="Ray records histogram sums at bucket midpoints: approximate.",
             ),
+            Panel(
+                "Wake from sleep: predicted and measured (latest)",
+                (
+                    Target(
+                        q.current(m.WAKE_PREDICTED_SECONDS, ("model", "path"), agg="max"),
+                        "{{model}} {{path}} predicted",
+                    ),
+                    Target(
+                        q.current(m.WAKE_MEASURED_SECONDS, ("model", "path"), agg="max"),
+                        "{{model}} {{path}} measured",
+                    ),
+                ),
+                unit="s",
+                description="The path's prediction (bytes over links, corrected by the "
+                "model's past wakes) beside what the wake took.",
+            ),
         ),
         "What swaps did: phase durations, outcomes, and the requests held while aliases moved; "
         "models parked and woken on demand.",

@@ -167,6 +167,31 @@ def test_on_demand_models_share_the_accelerators_least_recently_used_first(
         assert fake_stack.cli("remove", name).returncode == 0
 
 
+def test_a_model_parked_by_sleep_mode_keeps_its_engine_and_a_request_wakes_it_there(
+    fake_stack: RunningStack,
+) -> None:
+    """The stand-in engine implements vLLM's sleep mode (on every platform: the CPU engine
+    has none), so the real path runs: Serve, every replica put to sleep and woken."""
+    client = _client(fake_stack)
+    added = fake_stack.cli(
+        "add", "miniature:llama", "--name", "sleepy", "--park-mode", "sleep", "--replicas", "2"
+    )
+    assert added.returncode == 0, added.stdout + added.stderr
+    parked = fake_stack.cli("park", "sleepy")
+    assert parked.returncode == 0, parked.stdout + parked.stderr
+    assert "asleep at level 1" in parked.stdout
+    model = _fleet_json(fake_stack)["models"]["sleepy"]
+    assert model["parked"] and model["asleep_level"] == 1
+    assert _model_status(fake_stack, "sleepy")["app"] == "model-sleepy-g1", "its engine stays"
+
+    # Held while every replica wakes, then answered by the same engine (no new generation).
+    assert client.completions.create(model="sleepy", prompt="hi", max_tokens=2).model == "sleepy"
+    model = _fleet_json(fake_stack)["models"]["sleepy"]
+    assert not model["parked"] and model["generation"] == 1
+    assert [w["path"] for w in model["wakes"]] == ["level_1"]
+    assert fake_stack.cli("remove", "sleepy").returncode == 0
+
+
 def _fleet_json(stack: RunningStack) -> dict[str, Any]:
     """The manager's recorded fleet (its fleet.json: no driver to join)."""
     fleet: dict[str, Any] = json.loads((stack.state_dir / "manager" / "fleet.json").read_text())

@@ -160,6 +160,11 @@ class MemoryServe:
     start_s: float = 3.0
     """What a deploy reports it took (nothing waits)."""
     configs: dict[str, ModelDeploymentConfig] = field(default_factory=dict)
+    asleep: dict[str, int] = field(default_factory=dict)
+    """App -> the sleep level its engine's replicas are at."""
+    engine_calls: list[tuple[str, str, int]] = field(default_factory=list)
+    """Every sleep and wake, in order: (call, app, level)."""
+    fail_wake: set[str] = field(default_factory=set)
     logged: dict[str, CapacityFigures] = field(default_factory=dict)
     """What each model's engine "logs" of its capacity when it starts (by model name)."""
 
@@ -209,8 +214,21 @@ class MemoryServe:
     def delete(self, app: str) -> None:
         self.kill.check("delete", app)
         self.apps.pop(app, None)
+        self.asleep.pop(app, None)
         self.slots_per_app.pop(app, None)
         self.kill.check("deleted", app)
+
+    def sleep(self, app: AppName, level: int) -> None:
+        self.kill.check("sleep", app.model)
+        self.asleep[app.app] = level
+        self.engine_calls.append(("sleep", app.app, level))
+
+    def wake(self, app: AppName, level: int) -> None:
+        self.kill.check("wake", app.model)
+        if app.model in self.fail_wake:
+            raise DeployFailed("wake_up failed: CUDA error (injected)")
+        self.asleep.pop(app.app, None)
+        self.engine_calls.append(("wake", app.app, level))
 
     def statuses(self) -> dict[str, AppStatus]:
         return dict(self.apps)
@@ -229,11 +247,14 @@ class MemoryServe:
 
 @dataclass
 class MemoryNodes:
-    """One CPU node with `slots` stand-in accelerators; staging writes a tiny model dir."""
+    """One CPU node with `slots` stand-in accelerators, or GPUs of `gpu_model`; staging
+    writes a tiny model dir."""
 
     root: Path
     slots: int = 4
     slot_memory_gib: float = 4.0
+    gpu_model: str | None = None
+    """A GPU profile name: the node declares `slots` GPUs of it instead of stand-ins."""
     disk_free_bytes: int = 100 * 2**30
     kill: KillSwitch = field(default_factory=KillSwitch)
     staging_error: dict[str, Exception] = field(default_factory=dict)
@@ -273,8 +294,8 @@ class MemoryNodes:
             node_id=NODE_ID,
             node_ip="127.0.0.1",
             hostname="memory",
-            accelerator="standin",
-            gpu_model="cpu-standin",
+            accelerator="standin" if self.gpu_model is None else "gpu",
+            gpu_model=self.gpu_model or "cpu-standin",
             gpu_count=self.slots,
             gpu_memory_bytes=int(self.slot_memory_gib * 2**30),
             interconnect=None,
@@ -284,8 +305,9 @@ class MemoryNodes:
             source=GpuFactSource.DECLARED,
         )
         claimed = sum(self.serve.slots_per_app.values()) if self.serve else 0
-        available = {NODE_ID: {STANDIN_RESOURCE: float(self.slots - claimed), "CPU": 8.0}}
-        totals = {NODE_ID: {STANDIN_RESOURCE: float(self.slots), "CPU": 8.0}}
+        key = STANDIN_RESOURCE if self.gpu_model is None else "GPU"
+        available = {NODE_ID: {key: float(self.slots - claimed), "CPU": 8.0}}
+        totals = {NODE_ID: {key: float(self.slots), "CPU": 8.0}}
         return ProbedCluster(facts=(facts,), available=available, problems=(), totals=totals)
 
     def weights_report(self, source: str, probed: ProbedCluster) -> WeightsDiskReport:

@@ -10,6 +10,7 @@ from cluster.fleet.fleet_engine import FleetEngine
 from cluster.fleet.fleet_metrics import RecordingFleetMetrics
 from cluster.fleet.journal import Journal
 from cluster.fleet.manager_settings import ManagerSettings
+from domain.deployment_config import AcceleratorConfig
 from tests.support.fleet_configs import CPU
 from tests.support.memory_cluster import FakeClock, KillingJournal, MemoryCluster
 
@@ -22,6 +23,7 @@ class Fleet:
     cluster: MemoryCluster
     clock: FakeClock = field(default_factory=FakeClock)
     metrics: RecordingFleetMetrics = field(default_factory=RecordingFleetMetrics)
+    accelerator: AcceleratorConfig = CPU
     engine: FleetEngine = field(init=False)
 
     def __post_init__(self) -> None:
@@ -30,7 +32,10 @@ class Fleet:
     @property
     def settings(self) -> ManagerSettings:
         return ManagerSettings(
-            state_dir=self.state_dir, accelerator=CPU, drain_timeout_s=5, free_timeout_s=5
+            state_dir=self.state_dir,
+            accelerator=self.accelerator,
+            drain_timeout_s=5,
+            free_timeout_s=5,
         )
 
     @property

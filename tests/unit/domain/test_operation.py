@@ -36,6 +36,8 @@ def test_swap_phases_in_order() -> None:
         "deploying_new",
         "switching",
         "rolling_back",
+        "sleeping",
+        "waking",
     ]
 
 

@@ -163,6 +163,7 @@ def test_every_gauge_it_has_set_is_sent_again_on_each_refresh() -> None:
     metrics.fleet({"kimi": ModelState.READY}, {"default": "kimi"})
     metrics.nodes([NodeUsage("node-a", 8, 4, staged_bytes=4096, disk_free_bytes=1 << 30)])
     metrics.kv_prediction({"kimi": 0.97})
+    metrics.wake_predicted("kimi", "level_1", 4.1, 4.4)
     gauges = {spec.name for spec in created if spec.kind == Kind.GAUGE}
     assert {name for name, _, _ in sent if name in gauges} == gauges
     last = {(name, tuple(sorted(tags.items()))): value for name, value, tags in sent}

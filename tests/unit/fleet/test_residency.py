@@ -422,8 +422,7 @@ def test_park_mode_sleep_is_refused_on_the_cpu_engine_and_changes_nothing(fleet:
     assert fleet.cluster.serve.deployed == [] and fleet.engine.fleet().models == {}
 
 
-def test_park_mode_sleep_on_accelerators_with_sleep_mode_is_refused_as_not_built_yet() -> None:
+def test_park_mode_sleep_is_admitted_on_accelerators_with_sleep_mode() -> None:
     gpus = ClusterInventory.homogeneous("rtx-pro-6000", 1, 8, host_ram_gib=2048)
-    (refusal,) = park_mode_refusals(ParkMode.SLEEP, gpus)
-    assert "not built yet" in refusal and "docs/sleep-mode.md" in refusal
-    assert park_mode_refusals(ParkMode.UNLOAD, gpus) == ()
+    assert park_mode_refusals(ParkMode.SLEEP, gpus) == ()
+    assert park_mode_refusals(ParkMode.UNLOAD, ClusterInventory.homogeneous("h100", 1, 8)) == ()
