@@ -163,7 +163,9 @@ class ServePort(Protocol):
         """Serve application -> replicas RUNNING now."""
 
     def claimed_by(self, app: str, resource: str) -> dict[str, int]:
-        """Accelerators (`resource`) per node (id cut to 12) held by the app's groups."""
+        """Ranks per node (id cut to 12) holding accelerators (`resource`) in the app's
+        groups: one accelerator each, or half of one for a sleep-mode engine's rank
+        (domain/accelerator_sharing.py)."""
 
     def wait_freed(self, freed: Mapping[str, int], resource: str, timeout_s: float) -> bool:
         """Wait until `freed` (node -> count) is seen free again; False at the deadline."""

@@ -19,6 +19,7 @@ from cluster.fleet.operation_recorder import OperationRecorder
 from cluster.inventory.policy_inventory import policy_inventory
 from cluster.inventory.records import ProbedCluster
 from domain.accelerator_claims import summed_claims
+from domain.accelerator_sharing import Tenant, free_for, node_tenants, shares_accelerators
 from domain.deployment_config import ModelDeploymentConfig
 from domain.engine_capacity import CapacityFigures, ModelCapacity
 from domain.fleet_state import FleetState
@@ -81,22 +82,106 @@ def preflight(
     replacing: str | None = None,
     parkable: Mapping[str, int] | None = None,
     park_mode: ParkMode = ParkMode.UNLOAD,
+    parkable_models: frozenset[str] = frozenset(),
+    asleep_after: frozenset[str] = frozenset(),
+    gone: frozenset[str] = frozenset(),
 ) -> PreflightResult:
     """Stage `config`'s weights, resolve it (recipe, `layout: auto`) and run admission
     counting `freed` as free; `replacing` may be `config`'s own name (a wake). When that
     refuses and `parkable` (accelerators per node that on-demand models hold) is given,
-    admission is asked again counting those free too: `once_parked` says it fits then."""
+    admission is asked again counting those free too: `once_parked` says it fits then.
+
+    A model whose ranks share accelerators (domain/accelerator_sharing.py) is judged on the
+    fleet's tenants instead: those in `asleep_after` put to sleep first, those in `gone`
+    unloaded first, and on a refusal again with the `parkable_models` parked."""
     staged = stage_and_probe(
         ctx, op, config, dry_run=dry_run, replacing=replacing, park_mode=park_mode
     )
     if isinstance(staged, PreflightResult):
         return staged
+    if shares_accelerators(config, stand_in_engine=ctx.settings.fake_engines is not None):
+        return admit_shared(
+            ctx,
+            op,
+            config,
+            staged,
+            auto_layout=auto_layout,
+            objective=objective,
+            exclude=replacing or config.name,
+            asleep_after=asleep_after,
+            gone=gone,
+            parkable_models=parkable_models,
+        )
     checked = _resolve_and_admit(ctx, op, config, staged, freed, auto_layout, objective)
     if checked.admitted or not parkable:
         return checked
     both = summed_claims((freed or {}, parkable))
     again = _resolve_and_admit(ctx, op, config, staged, both, auto_layout, objective)
     return replace(again, once_parked=True) if again.admitted else checked
+
+
+def admit_shared(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    config: ModelDeploymentConfig,
+    staged: Staged,
+    *,
+    exclude: str,
+    asleep_after: frozenset[str],
+    gone: frozenset[str],
+    parkable_models: frozenset[str] = frozenset(),
+    auto_layout: bool = False,
+    objective: str = "throughput",
+) -> PreflightResult:
+    """`preflight`'s admission for a model that shares accelerators (see there), on what
+    `stage_and_probe` found."""
+    tenants = fleet_tenants(ctx, exclude=exclude)
+
+    def judged(asleep: frozenset[str], unloaded: frozenset[str]) -> PreflightResult:
+        inventory = shared_inventory(staged.inventory, tenants, asleep_after=asleep, gone=unloaded)
+        shared_view = Staged(staged.model_dir, inventory)
+        return _resolve_and_admit(ctx, op, config, shared_view, None, auto_layout, objective)
+
+    checked = judged(asleep_after, gone)
+    if checked.admitted or not parkable_models:
+        return checked
+    shares = {t.model: t.shared for node in tenants.values() for t in node}
+    sleepers = frozenset(m for m in parkable_models if shares.get(m))
+    again = judged(asleep_after | sleepers, gone | (parkable_models - sleepers))
+    return replace(again, once_parked=True) if again.admitted else checked
+
+
+def fleet_tenants(ctx: FleetContext, *, exclude: str | None = None) -> dict[str, list[Tenant]]:
+    """Per node, the fleet's engines holding accelerators there (serving, starting or
+    asleep), but `exclude`."""
+    fake = ctx.settings.fake_engines is not None
+    resource = ctx.settings.accelerator_resource
+    claims: dict[str, Mapping[str, int]] = {}
+    shared: dict[str, bool] = {}
+    awake: dict[str, bool] = {}
+    for name, model in ctx.desired.state.models.items():
+        if name == exclude or (model.parked and model.asleep_level is None):
+            continue
+        claims[name] = ctx.ports.serve.claimed_by(model.app.app, resource)
+        shared[name] = shares_accelerators(model.config, stand_in_engine=fake)
+        awake[name] = not model.parked
+    return node_tenants(claims, shared, awake)
+
+
+def shared_inventory(
+    inventory: ClusterInventory,
+    tenants: Mapping[str, list[Tenant]],
+    *,
+    asleep_after: frozenset[str],
+    gone: frozenset[str],
+) -> ClusterInventory:
+    """`inventory` with each node's free accelerators as a sharing engine may count them."""
+    nodes = []
+    for node in inventory.nodes:
+        present = [t for t in tenants.get(node.name, []) if t.model not in gone]
+        free = free_for(node.gpus, present, shared=True, asleep_after=asleep_after)
+        nodes.append(replace(node, free_gpus=min(node.gpus, free)))
+    return ClusterInventory(nodes=tuple(nodes))
 
 
 def _resolve_and_admit(

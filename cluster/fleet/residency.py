@@ -27,9 +27,17 @@ from cluster.fleet.bring_up import bring_up
 from cluster.fleet.fleet_context import FleetContext, model_route
 from cluster.fleet.operation_recorder import OperationRecorder
 from cluster.fleet.ports import AppStatus, DeployFailed
-from cluster.fleet.preflight import PreflightResult, preflight
+from cluster.fleet.preflight import (
+    PreflightResult,
+    admit_shared,
+    fleet_tenants,
+    preflight,
+    stage_and_probe,
+)
 from cluster.fleet.swap_flow import drain
+from cluster.inventory.policy_inventory import policy_inventory
 from domain.accelerator_claims import summed_claims
+from domain.accelerator_sharing import Tenant, awake_beside, shares_accelerators
 from domain.app_name import AppName
 from domain.fleet_state import FleetModel, WakeRecord
 from domain.model_state import ModelState
@@ -260,8 +268,15 @@ def wake(
     if room.evicted:
         op.decide(evicted=[victim.config.name for victim in room.evicted])
         for victim in room.evicted:
-            op.note(f"parking {victim.config.name} to make room (least recently used)")
-            unload(ctx, op, victim, hold_requests=True)
+            level = sleep_level_of(victim)
+            if victim.config.name in room.to_sleep and level is not None:
+                op.note(f"putting {victim.config.name} to sleep to make room (least recently used)")
+                if not put_to_sleep(ctx, op, victim, level, hold_requests=True):
+                    unloaded = _ray_freed(ctx, [victim])
+                    room = replace(room, freed=summed_claims((room.freed, unloaded)))
+            else:
+                op.note(f"parking {victim.config.name} to make room (least recently used)")
+                unload(ctx, op, victim, hold_requests=True)
             ctx.metrics.parked(victim.config.name, ParkReason.EVICTED.value)
         resource = ctx.settings.accelerator_resource
         if not ctx.ports.serve.wait_freed(room.freed, resource, ctx.settings.free_timeout_s):
@@ -303,6 +318,25 @@ def _wake_from_sleep(
     start."""
     name, level = model.config.name, model.asleep_level
     assert level is not None
+    beside = _awake_beside(ctx, model)
+    if beside is None:
+        why = (
+            "the engines awake on its accelerators cannot be put to sleep (no on-demand "
+            "model sharing them can be parked to make room)"
+        )
+        publish_parked(ctx, model, error=why, error_code=CAPACITY_BUSY, wake_ended=True)
+        return ended(Outcome.REJECTED, f"{name} stays asleep: {why}")
+    for other in beside:
+        neighbour = ctx.desired.model(other)
+        other_level = None if neighbour is None else sleep_level_of(neighbour)
+        if neighbour is None or other_level is None:
+            continue
+        op.note(f"putting {other} to sleep: it is awake on {name}'s accelerators")
+        if not put_to_sleep(ctx, op, neighbour, other_level, hold_requests=True):
+            resource = ctx.settings.accelerator_resource
+            freed = _ray_freed(ctx, [neighbour])
+            ctx.ports.serve.wait_freed(freed, resource, ctx.settings.free_timeout_s)
+        ctx.metrics.parked(other, ParkReason.EVICTED.value)
     predicted = wake_estimate(ctx, model)
     op.phase(SwapPhase.WAKING, f"waking {model.app} from level-{level} sleep")
     op.note(f"{predicted.path.value} wake predicted to take {predicted.predicted_s:.1f} s")
@@ -342,6 +376,29 @@ def _wake_from_sleep(
     )
 
 
+def _awake_beside(ctx: FleetContext, model: FleetModel) -> tuple[str, ...] | None:
+    """The engines awake on `model`'s accelerators that must sleep before it wakes there,
+    least recently used first (see `awake_beside`); None when that cannot make room."""
+    if not shares(ctx, model):
+        return ()  # a whole-accelerator engine asleep keeps its accelerators to itself
+    resource = ctx.settings.accelerator_resource
+    probed = ctx.ports.nodes.probe()
+    inventory = policy_inventory(
+        probed.facts, probed.available, ctx.settings.accelerator, probed.totals
+    )
+    gpus = {node.name: node.gpus for node in inventory.nodes}
+    tenants = fleet_tenants(ctx)
+    evictable = eviction_order(resident_models(ctx), waking=model.config.name)
+    chosen: list[str] = []
+    for node, ranks in ctx.ports.serve.claimed_by(model.app.app, resource).items():
+        waking = Tenant(model.config.name, ranks, shared=True, awake=True)
+        found = awake_beside(gpus.get(node, 0), tenants.get(node, []), waking, evictable)
+        if found is None:
+            return None
+        chosen.extend(m for m in found if m not in chosen)
+    return tuple(chosen)
+
+
 @dataclass(frozen=True)
 class Room:
     """Models to park so a wake fits: the accelerators they hold (per node) and the
@@ -350,6 +407,9 @@ class Room:
     evicted: tuple[FleetModel, ...] = ()
     freed: dict[str, int] = field(default_factory=dict)
     admitted: PreflightResult | None = None
+    to_sleep: frozenset[str] = frozenset()
+    """Those of `evicted` put to sleep rather than unloaded: engines sharing the
+    accelerators with the woken model (domain/accelerator_sharing.py)."""
 
 
 def _room_for(ctx: FleetContext, op: OperationRecorder, model: FleetModel) -> Room:
@@ -360,6 +420,8 @@ def _room_for(ctx: FleetContext, op: OperationRecorder, model: FleetModel) -> Ro
     resource = ctx.settings.accelerator_resource
     freed: dict[str, int] = {}
     chosen: list[FleetModel] = []
+    if shares(ctx, model):
+        return _room_to_share(ctx, op, model, order)
     for name in order:
         victim = state.models[name]
         freed = summed_claims((freed, ctx.ports.serve.claimed_by(victim.app.app, resource)))
@@ -370,6 +432,58 @@ def _room_for(ctx: FleetContext, op: OperationRecorder, model: FleetModel) -> Ro
         if checked.admitted:
             return Room(tuple(chosen), freed, checked)
     return Room()
+
+
+def shares(ctx: FleetContext, model: FleetModel) -> bool:
+    """Whether `model`'s ranks take half an accelerator (domain/accelerator_sharing.py)."""
+    return shares_accelerators(model.config, stand_in_engine=ctx.settings.fake_engines is not None)
+
+
+def _room_to_share(
+    ctx: FleetContext, op: OperationRecorder, model: FleetModel, order: list[str]
+) -> Room:
+    """`_room_for` a model sharing accelerators: an awake engine that shares them too is
+    put to sleep (its half stays), any other (or one asleep already) is unloaded."""
+    state = ctx.desired.state
+    name_of = model.config.name
+    # Staged and probed once: each set of victims is only another admission.
+    staged = stage_and_probe(ctx, op, model.config, dry_run=False, replacing=name_of)
+    if isinstance(staged, PreflightResult):
+        return Room()
+    asleep: set[str] = set()
+    gone: set[str] = set()
+    chosen: list[FleetModel] = []
+    for name in order:
+        victim = state.models[name]
+        if shares(ctx, victim) and not victim.parked:
+            asleep.add(name)
+        else:
+            gone.add(name)
+        chosen.append(victim)
+        checked = admit_shared(
+            ctx,
+            op,
+            model.config,
+            staged,
+            exclude=name_of,
+            asleep_after=frozenset(asleep),
+            gone=frozenset(gone),
+        )
+        if checked.admitted:
+            freed = _ray_freed(ctx, [v for v in chosen if v.config.name in gone])
+            return Room(tuple(chosen), freed, checked, frozenset(asleep))
+    return Room()
+
+
+def _ray_freed(ctx: FleetContext, unloaded: list[FleetModel]) -> dict[str, int]:
+    """What unloading `unloaded` gives back to Ray per node, in whole accelerators."""
+    resource = ctx.settings.accelerator_resource
+    freed: dict[str, int] = {}
+    for victim in unloaded:
+        for node, ranks in ctx.ports.serve.claimed_by(victim.app.app, resource).items():
+            units = ranks // 2 if shares(ctx, victim) else ranks
+            freed[node] = freed.get(node, 0) + units
+    return freed
 
 
 def resident_models(ctx: FleetContext) -> list[ResidentModel]:

@@ -32,6 +32,7 @@ from cluster.fleet.startup_steps import (
 from cluster.ray_adapters.engine_error import summarize_failure
 from cluster.ray_adapters.engine_log_capacity import logged_capacity
 from cluster.ray_adapters.placement_check import placement_problem
+from domain.accelerator_sharing import shares_accelerators
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
 from domain.engine_capacity import CapacityFigures
@@ -75,7 +76,8 @@ class ServeControl:
         self._clock = clock or SystemClock()
 
     def placement_problem(self, config: ModelDeploymentConfig) -> str | None:
-        spec = placement_for(config.layout, config.accelerator)
+        shared = shares_accelerators(config, stand_in_engine=self._fake_engines is not None)
+        spec = placement_for(config.layout, config.accelerator, shared=shared)
         # Ray Serve LLM adds the replica actor's own CPU to the first bundle.
         first = dict(spec.bundles[0])
         first["CPU"] = first.get("CPU", 0.0) + 1.0
@@ -251,6 +253,7 @@ class ServeControl:
     def claimed_by(self, app: str, resource: str) -> dict[str, int]:
         from ray.util.placement_group import placement_group_table
 
+        # Ranks: a rank of a sleep-mode engine holds half an accelerator.
         claimed: dict[str, int] = {}
         for group in placement_group_table().values():
             if group.get("state") != "CREATED" or app_of_placement_group(group["name"]) != app:
@@ -258,7 +261,8 @@ class ServeControl:
             for index, bundle in group["bundles"].items():
                 node = group["bundles_to_node_id"].get(index)
                 if node and bundle.get(resource):
-                    claimed[node[:12]] = claimed.get(node[:12], 0) + int(bundle[resource])
+                    ranks = max(1, int(bundle[resource]))
+                    claimed[node[:12]] = claimed.get(node[:12], 0) + ranks
         return claimed
 
     def wait_freed(self, freed: Mapping[str, int], resource: str, timeout_s: float) -> bool:

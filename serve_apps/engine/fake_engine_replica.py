@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from domain.accelerator_sharing import shares_accelerators
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
 from serve_apps.engine.endpoint_registration import DirectEndpoint
@@ -145,7 +146,10 @@ def build_fake_engine_app(
 
     if config.engine.max_model_len is not None:
         settings = settings.model_copy(update={"max_model_len": config.engine.max_model_len})
-    placement = placement_for(config.layout, config.accelerator)
+    # The stand-in engine binds no device: its sleep-mode ranks may take half an
+    # accelerator each (domain/accelerator_sharing.py `shares_accelerators`).
+    shared = shares_accelerators(config, stand_in_engine=True)
+    placement = placement_for(config.layout, config.accelerator, shared=shared)
     bundles = [dict(b) for b in placement.bundles]
     # Ray Serve LLM adds the replica actor's own CPU to the first bundle; so does this.
     bundles[0]["CPU"] = bundles[0].get("CPU", 0.0) + 1.0

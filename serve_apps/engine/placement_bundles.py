@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from domain.accelerator_sharing import SHARED_FRACTION
 from domain.deployment_config import AcceleratorConfig, LayoutConfig
 
 Strategy = Literal["STRICT_PACK", "PACK", "SPREAD"]
@@ -29,6 +30,7 @@ def placement_for(
     *,
     pp_across_nodes: bool = False,
     stage_nodes: tuple[str, ...] | None = None,
+    shared: bool = False,
 ) -> PlacementSpec:
     """One bundle per rank of a replica.
 
@@ -36,13 +38,17 @@ def placement_for(
     (STRICT_PACK). With PP, stages exchange activations only once per stage boundary, so
     they may span nodes, but only when the admission policy planned it (`pp_across_nodes`);
     otherwise they are packed too.
+
+    `shared`: each rank asks for half an accelerator, so a sleeping engine and an awake one
+    fit on the same accelerators (domain/accelerator_sharing.py).
     """
+    share = SHARED_FRACTION if shared else 1.0
     if accelerator.kind == "gpu":
-        bundle: dict[str, float] = {"GPU": 1.0}
+        bundle: dict[str, float] = {"GPU": share}
     else:
         bundle = {"CPU": 1.0}
         if accelerator.standin_resource:
-            bundle[accelerator.standin_resource] = 1.0
+            bundle[accelerator.standin_resource] = share
     bundles = tuple(dict(bundle) for _ in range(layout.gpus_per_replica))
     strategy: Strategy = "PACK" if layout.pp > 1 and pp_across_nodes else "STRICT_PACK"
     selectors = None

@@ -167,29 +167,33 @@ def test_on_demand_models_share_the_accelerators_least_recently_used_first(
         assert fake_stack.cli("remove", name).returncode == 0
 
 
-def test_a_model_parked_by_sleep_mode_keeps_its_engine_and_a_request_wakes_it_there(
+def test_two_sleep_mode_models_take_turns_on_the_same_accelerators(
     fake_stack: RunningStack,
 ) -> None:
-    """The stand-in engine implements vLLM's sleep mode (on every platform: the CPU engine
-    has none), so the real path runs: Serve, every replica put to sleep and woken."""
+    """The fake head's two free slots (`default` and `small` hold the others). The stand-in
+    engine implements vLLM's sleep mode, so the real path runs: each rank of a sleep-mode
+    engine asks Ray for half a slot, both engines stay placed, a wake puts the other to
+    sleep instead of unloading it, and every replica sleeps and wakes."""
     client = _client(fake_stack)
-    added = fake_stack.cli(
-        "add", "miniature:llama", "--name", "sleepy", "--park-mode", "sleep", "--replicas", "2"
-    )
-    assert added.returncode == 0, added.stdout + added.stderr
-    parked = fake_stack.cli("park", "sleepy")
-    assert parked.returncode == 0, parked.stdout + parked.stderr
-    assert "asleep at level 1" in parked.stdout
-    model = _fleet_json(fake_stack)["models"]["sleepy"]
-    assert model["parked"] and model["asleep_level"] == 1
-    assert _model_status(fake_stack, "sleepy")["app"] == "model-sleepy-g1", "its engine stays"
+    shared = ("--park-mode", "sleep", "--residency", "on_demand", "--min-resident-s", "0")
+    layouts = {"turn-a": ("--replicas", "2"), "turn-b": ("--tp", "2")}
+    for name, layout in layouts.items():
+        added = fake_stack.cli("add", "miniature:llama", "--name", name, *layout, *shared)
+        assert added.returncode == 0, added.stdout + added.stderr
+    assert "parked" in added.stdout, "turn-a is awake on both free slots"
 
-    # Held while every replica wakes, then answered by the same engine (no new generation).
-    assert client.completions.create(model="sleepy", prompt="hi", max_tokens=2).model == "sleepy"
-    model = _fleet_json(fake_stack)["models"]["sleepy"]
-    assert not model["parked"] and model["generation"] == 1
-    assert [w["path"] for w in model["wakes"]] == ["level_1"]
-    assert fake_stack.cli("remove", "sleepy").returncode == 0
+    # turn-b's first wake is a cold start beside turn-a, put to sleep; then turn-a wakes
+    # where it sleeps, putting turn-b to sleep. Each request is held, then answered.
+    for asked, asleep in (("turn-b", "turn-a"), ("turn-a", "turn-b")):
+        reply = client.completions.create(model=asked, prompt="hi", max_tokens=2)
+        assert reply.model == asked
+        models = _fleet_json(fake_stack)["models"]
+        assert not models[asked]["parked"]
+        assert models[asleep]["parked"] and models[asleep]["asleep_level"] == 1
+    turn_a = _fleet_json(fake_stack)["models"]["turn-a"]
+    assert turn_a["generation"] == 1 and [w["path"] for w in turn_a["wakes"]] == ["level_1"]
+    for name in layouts:
+        assert fake_stack.cli("remove", name).returncode == 0
 
 
 def _fleet_json(stack: RunningStack) -> dict[str, Any]:

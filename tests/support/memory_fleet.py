@@ -11,6 +11,7 @@ from cluster.fleet.fleet_metrics import RecordingFleetMetrics
 from cluster.fleet.journal import Journal
 from cluster.fleet.manager_settings import ManagerSettings
 from domain.deployment_config import AcceleratorConfig
+from serve_apps.engine.fake_engine import FakeEngineSettings
 from tests.support.fleet_configs import CPU
 from tests.support.memory_cluster import FakeClock, KillingJournal, MemoryCluster
 
@@ -24,6 +25,9 @@ class Fleet:
     clock: FakeClock = field(default_factory=FakeClock)
     metrics: RecordingFleetMetrics = field(default_factory=RecordingFleetMetrics)
     accelerator: AcceleratorConfig = CPU
+    fake_engines: FakeEngineSettings | None = None
+    """The manager's stand-in engine settings (`up --fake-engines`): its engines share
+    accelerators when they sleep (domain/accelerator_sharing.py)."""
     engine: FleetEngine = field(init=False)
 
     def __post_init__(self) -> None:
@@ -36,6 +40,7 @@ class Fleet:
             accelerator=self.accelerator,
             drain_timeout_s=5,
             free_timeout_s=5,
+            fake_engines=self.fake_engines,
         )
 
     @property

@@ -95,6 +95,10 @@ def fake_up_args(state_dir: Path) -> tuple[str, ...]:
         str(keys_file(state_dir)),
         "--admin-key-env",
         ADMIN_KEY_ENV,
+        # Room for the sleep-mode models that take turns on the free slots: each rank of
+        # an engine holds a CPU, asleep or awake.
+        "--num-cpus",
+        "12",
     )
 
 

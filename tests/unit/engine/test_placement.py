@@ -39,6 +39,14 @@ def test_cpu_standin_bundles_take_a_cpu_and_the_custom_resource() -> None:
     assert spec.strategy == "STRICT_PACK"
 
 
+def test_a_sleep_mode_engine_that_shares_asks_half_an_accelerator_per_rank() -> None:
+    gpu = placement_for(LayoutConfig(tp=4), GPU, shared=True)
+    assert gpu.bundles == tuple({"GPU": 0.5} for _ in range(4))
+    standin = AcceleratorConfig(kind="cpu", standin_resource="accel_slot")
+    cpu = placement_for(LayoutConfig(tp=2), standin, shared=True)
+    assert cpu.bundles == tuple({"CPU": 1.0, "accel_slot": 0.5} for _ in range(2))
+
+
 def test_cpu_standin_resource_name_is_configurable_or_absent() -> None:
     named = AcceleratorConfig(kind="cpu", standin_resource="fake_gpu")
     assert placement_for(LayoutConfig(), named).bundles == ({"CPU": 1.0, "fake_gpu": 1.0},)

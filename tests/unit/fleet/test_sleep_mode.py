@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cluster.fleet.ports import AppStatus
-from domain.deployment_config import AcceleratorConfig, ModelDeploymentConfig
+from domain.deployment_config import AcceleratorConfig, LayoutConfig, ModelDeploymentConfig
 from domain.fleet_file import FleetModelEntry
 from domain.model_state import ModelState
 from domain.operation import Outcome, SwapPhase
@@ -20,6 +20,7 @@ from domain.operation_request import (
     ResidencyRequest,
     WakeRequest,
 )
+from serve_apps.engine.fake_engine import FakeEngineSettings
 from serve_apps.registry.routing_table import ModelRoute
 from tests.support.fleet_configs import OLD, new_model
 from tests.support.memory_cluster import Killed, MemoryCluster
@@ -195,3 +196,70 @@ def test_a_manager_killed_mid_sleep_or_wake_converges(
     else:
         assert not model.parked and G1 not in gpus.cluster.serve.asleep
         assert gpus.cluster.routes.table.models[SLEEPER.name].state is ModelState.READY
+
+
+# ------------------------------------------- two engines on one set of accelerators
+
+
+@pytest.fixture
+def shared(tmp_path: Path) -> Fleet:
+    """Four logical GPUs and the stand-in engine, whose sleep-mode ranks take half a GPU."""
+    cluster = MemoryCluster(tmp_path / "nodes")
+    cluster.nodes.gpu_model = "rtx-pro-6000"
+    cluster.nodes.slot_memory_gib = 95.6
+    cluster.nodes.slots = 4
+    return Fleet(tmp_path / "state", cluster, accelerator=GPU, fake_engines=FakeEngineSettings())
+
+
+WIDE = SLEEPER.model_copy(update={"layout": LayoutConfig(tp=4)})
+PAIR = OTHER.model_copy(update={"layout": LayoutConfig(tp=2), "replicas": 2})
+ON_DEMAND = {"residency": "on_demand", "min_resident_s": 0}
+
+
+def _sharing(fleet: Fleet) -> None:
+    """WIDE (tp 4) awake on all four GPUs; PAIR (2 x tp 2) added beside it, parked."""
+    _add_sleeper(fleet, WIDE, **ON_DEMAND)
+    pair = _entry(PAIR, park_mode="sleep", **ON_DEMAND)
+    added = fleet.engine.run(AddRequest(config=PAIR, entry=pair))
+    assert added.outcome is Outcome.DONE and "parked" in added.message, added.message
+
+
+def test_a_wake_puts_the_engine_awake_on_its_accelerators_to_sleep_not_away(
+    shared: Fleet,
+) -> None:
+    _sharing(shared)
+    result = shared.engine.run(WakeRequest(name=PAIR.name))
+    assert result.outcome is Outcome.DONE, result.message
+    models = shared.engine.fleet().models
+    assert models[WIDE.name].asleep_level == 1, "asleep beside it, not unloaded"
+    assert not models[PAIR.name].parked
+    assert set(shared.cluster.serve.apps) == {G1, "model-mini-new-g2"}
+    assert shared.cluster.serve.engine_calls == [("sleep", G1, 1)]
+
+
+def test_alternating_wakes_swap_which_engine_sleeps_without_a_cold_start(
+    shared: Fleet,
+) -> None:
+    _sharing(shared)
+    shared.engine.run(WakeRequest(name=PAIR.name))
+    for waking, sleeping in ((WIDE, PAIR), (PAIR, WIDE), (WIDE, PAIR)):
+        result = shared.engine.run(WakeRequest(name=waking.name))
+        assert result.outcome is Outcome.DONE and "level_1 wake" in result.message
+        models = shared.engine.fleet().models
+        assert not models[waking.name].parked
+        assert models[sleeping.name].asleep_level == 1
+    # One cold start each (PAIR's first wake), then wakes and sleeps only.
+    assert shared.cluster.serve.deployed == [G1, "model-mini-new-g2"]
+    assert [c for c, _, _ in shared.cluster.serve.engine_calls].count("sleep") == 4
+
+
+def test_an_always_model_awake_on_the_accelerators_keeps_a_sleeper_asleep(
+    shared: Fleet,
+) -> None:
+    _add_sleeper(shared, WIDE, **ON_DEMAND)
+    shared.engine.run(ParkRequest(name=WIDE.name))
+    pinned = _entry(PAIR, park_mode="sleep")
+    assert shared.engine.run(AddRequest(config=PAIR, entry=pinned)).outcome is Outcome.DONE
+    result = shared.engine.run(WakeRequest(name=WIDE.name))
+    assert result.outcome is Outcome.REJECTED and "cannot be put to sleep" in result.message
+    assert shared.engine.fleet().models[WIDE.name].asleep_level == 1
