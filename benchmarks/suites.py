@@ -58,6 +58,11 @@ SUITES: tuple[Suite, ...] = (
         "benchmarks.on_demand",
     ),
     Suite(
+        "sleep-story",
+        "the story's two models taking turns by vLLM's sleep mode on 8 simulated GPUs",
+        "benchmarks.sleep_story",
+    ),
+    Suite(
         "soak",
         "constant load for minutes with a hot swap in the middle: errors, latency, memory",
         "benchmarks.soak",

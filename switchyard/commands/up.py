@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import signal
@@ -155,6 +156,14 @@ def register(subparsers: Any) -> None:
         "routing, swaps and metrics; starts in a second; answers with placeholder tokens): "
         "for trying the gateway and fleet operations, and for tests",
     )
+    parser.add_argument(
+        "--fake-engine-settings",
+        type=_json_object,
+        default=None,
+        metavar="JSON",
+        help="with --fake-engines: how the stand-in engine behaves, a JSON object of "
+        "start_s, token_interval_s, max_model_len, sleep_s, wake_s, reload_s",
+    )
     parser.add_argument("--detach", action="store_true", help="return once everything is up")
     parser.set_defaults(handler=run)
 
@@ -178,6 +187,26 @@ def _gcs_store(args: argparse.Namespace) -> dict[str, Any]:
     store = parse_gcs_store(text)
     store_password(password_env)
     return {"gcs_store": store.to_text(), "gcs_store_password_env": password_env}
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc.msg}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("a JSON object is needed, e.g. '{\"wake_s\": 2}'")
+    return value
+
+
+def _fake_engines(args: argparse.Namespace) -> dict[str, Any] | None:
+    """`--fake-engines` with its `--fake-engine-settings` (refused without it)."""
+    settings = getattr(args, "fake_engine_settings", None)
+    if not getattr(args, "fake_engines", False):
+        if settings is not None:
+            raise UserInputError("--fake-engine-settings: only meaningful with --fake-engines")
+        return None
+    return dict(settings or {})
 
 
 def _declared_capacity(args: argparse.Namespace) -> dict[str, Any]:
@@ -384,7 +413,7 @@ def build_config(args: argparse.Namespace, fleet: Any = None) -> Any:
                 "keys_file": getattr(args, "keys", None),
                 "tls_cert_file": getattr(args, "tls_cert", None),
                 "admin_key_env": getattr(args, "admin_key_env", None),
-                "fake_engines": {} if getattr(args, "fake_engines", False) else None,
+                "fake_engines": _fake_engines(args),
             }
         )
     except ValidationError as exc:

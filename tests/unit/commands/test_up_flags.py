@@ -186,3 +186,14 @@ def test_declared_capacity_is_refused_for_a_joined_cluster_and_out_of_range() ->
     joined = _refusal("--address", "10.0.0.1:6379", "--num-cpus", "16")
     assert joined.startswith("--num-cpus: a joined cluster's nodes declare their own")
     assert "local_head.standin_slots: 5000 is not allowed" in _refusal("--standin-slots", "5000")
+
+
+def test_the_stand_in_engines_times_are_set_as_json_and_checked_by_field() -> None:
+    config = _config("--fake-engines", "--fake-engine-settings", '{"wake_s": 2, "sleep_s": 0.3}')
+    assert config.fake_engines is not None
+    assert (config.fake_engines.wake_s, config.fake_engines.sleep_s) == (2, 0.3)
+    assert _config("--fake-engines").fake_engines == _config("--fake-engines").fake_engines
+    assert "only meaningful with --fake-engines" in _refusal("--fake-engine-settings", "{}")
+    assert "fake_engines.wake" in _refusal(
+        "--fake-engines", "--fake-engine-settings", '{"wake": 2}'
+    )
