@@ -277,6 +277,7 @@ class FleetEngine:
             objective=entry.objective,
             parkable=self._on_demand_claims() if on_demand else None,
             park_mode=entry.park_mode,
+            sleep_level=entry.sleep_level,
             parkable_models=frozenset(self._resident_on_demand()) if on_demand else frozenset(),
         )
         if not checked.admitted:

@@ -29,8 +29,13 @@ from policies.admission import Candidate, Decision
 from policies.engine_memory import MemoryTerm
 from policies.inventory import ClusterInventory
 from policies.reasons import Reason
-from policies.sleep_mode import sleep_mode_refusal
-from policies.units import gib
+from policies.sleep_mode import (
+    PinnedWeights,
+    level_one_refusals,
+    pinned_per_node,
+    sleep_mode_refusal,
+)
+from policies.units import GIB, gib
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,7 @@ def preflight(
     replacing: str | None = None,
     parkable: Mapping[str, int] | None = None,
     park_mode: ParkMode = ParkMode.UNLOAD,
+    sleep_level: int = 1,
     parkable_models: frozenset[str] = frozenset(),
     asleep_after: frozenset[str] = frozenset(),
     gone: frozenset[str] = frozenset(),
@@ -99,6 +105,45 @@ def preflight(
     )
     if isinstance(staged, PreflightResult):
         return staged
+    checked = _admit(
+        ctx,
+        op,
+        config,
+        staged,
+        freed=freed,
+        auto_layout=auto_layout,
+        objective=objective,
+        replacing=replacing,
+        parkable=parkable,
+        parkable_models=parkable_models,
+        asleep_after=asleep_after,
+        gone=gone,
+    )
+    if checked.admitted and park_mode is ParkMode.SLEEP and sleep_level == 1:
+        assert checked.config is not None
+        refused = level_one_host_refusals(ctx, checked.config, staged)
+        if refused:
+            ctx.metrics.admission(False, [r.split(":", 1)[0] for r in refused])
+            return replace(checked, reasons=refused)
+    return checked
+
+
+def _admit(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    config: ModelDeploymentConfig,
+    staged: Staged,
+    *,
+    freed: Mapping[str, int] | None,
+    auto_layout: bool,
+    objective: str,
+    replacing: str | None,
+    parkable: Mapping[str, int] | None,
+    parkable_models: frozenset[str],
+    asleep_after: frozenset[str],
+    gone: frozenset[str],
+) -> PreflightResult:
+    """`preflight`'s admission on what `stage_and_probe` found (see there)."""
     if shares_accelerators(config, stand_in_engine=ctx.settings.fake_engines is not None):
         return admit_shared(
             ctx,
@@ -149,6 +194,38 @@ def admit_shared(
     sleepers = frozenset(m for m in parkable_models if shares.get(m))
     again = judged(asleep_after | sleepers, gone | (parkable_models - sleepers))
     return replace(again, once_parked=True) if again.admitted else checked
+
+
+def level_one_host_refusals(
+    ctx: FleetContext, config: ModelDeploymentConfig, staged: Staged
+) -> tuple[str, ...]:
+    """`sleep_level: 1` pins the model's weights in the host memory of every node holding a
+    rank; refused, with the figures, where that does not fit beside the fleet's other
+    level-1 sleep-mode models, counted as if all were asleep at once (any may be parked)."""
+    judged = verdict(config, staged, freed=None)
+    if isinstance(judged, str) or not judged.candidates:
+        return ()
+    candidate = judged.candidates[0]
+    by_name = {n.name: n for n in staged.inventory.nodes}
+    ranks = config.layout.gpus_per_replica * config.replicas
+    wanted = pinned_per_node(
+        config.name,
+        candidate.weights_bytes_per_gpu,
+        {node: min(ranks, by_name[node].gpus) for node in candidate.nodes if node in by_name},
+    )
+    resource = ctx.settings.accelerator_resource
+    asleep: list[PinnedWeights] = []
+    for name, model in ctx.desired.state.models.items():
+        entry = model.requested
+        if name == config.name or entry.park_mode is not ParkMode.SLEEP or entry.sleep_level != 1:
+            continue
+        capacity = ctx.desired.state.capacity.get(name)
+        gib_per_gpu = None if capacity is None else capacity.predicted.weights_gib
+        if gib_per_gpu is None:
+            continue
+        claimed = ctx.ports.serve.claimed_by(model.app.app, resource)
+        asleep.extend(pinned_per_node(name, int(gib_per_gpu * GIB), claimed))
+    return tuple(str(r) for r in level_one_refusals(staged.inventory.nodes, wanted, asleep))
 
 
 def fleet_tenants(ctx: FleetContext, *, exclude: str | None = None) -> dict[str, list[Tenant]]:

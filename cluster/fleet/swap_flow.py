@@ -27,6 +27,7 @@ from cluster.fleet.preflight import (
     PreflightResult,
     Staged,
     admission,
+    level_one_host_refusals,
     record_admission,
     refusals,
     resolve,
@@ -127,6 +128,11 @@ def swap(ctx: FleetContext, begin: Begin, request: SwapRequest) -> OperationResu
     if isinstance(resolved, tuple):
         return op.end(Outcome.REJECTED, "not admitted, nothing changed: " + "; ".join(resolved))
     new = resolved
+    entry = request.entry
+    if entry is not None and entry.park_mode is ParkMode.SLEEP and entry.sleep_level == 1:
+        pinned = level_one_host_refusals(ctx, new, staged)
+        if pinned:
+            return op.end(Outcome.REJECTED, "not admitted, nothing changed: " + "; ".join(pinned))
     # Journaled as asked (its own aliases): a restart adds OLD's, as the swap does.
     op.details.new_config = new.model_copy(update={"aliases": request.config.aliases})
     choice = choose_strategy(ctx, op, new, staged, claimed, request.strategy)

@@ -255,6 +255,7 @@ class MemoryNodes:
     slot_memory_gib: float = 4.0
     gpu_model: str | None = None
     """A GPU profile name: the node declares `slots` GPUs of it instead of stand-ins."""
+    host_ram_bytes: int = 64 * 2**30
     disk_free_bytes: int = 100 * 2**30
     kill: KillSwitch = field(default_factory=KillSwitch)
     staging_error: dict[str, Exception] = field(default_factory=dict)
@@ -300,7 +301,7 @@ class MemoryNodes:
             gpu_memory_bytes=int(self.slot_memory_gib * 2**30),
             interconnect=None,
             disk_free_bytes=self.disk_free_bytes,
-            host_ram_bytes=64 * 2**30,
+            host_ram_bytes=self.host_ram_bytes,
             cache_dir=str(self.root),
             source=GpuFactSource.DECLARED,
         )

@@ -263,3 +263,13 @@ def test_an_always_model_awake_on_the_accelerators_keeps_a_sleeper_asleep(
     result = shared.engine.run(WakeRequest(name=WIDE.name))
     assert result.outcome is Outcome.REJECTED and "cannot be put to sleep" in result.message
     assert shared.engine.fleet().models[WIDE.name].asleep_level == 1
+
+
+def test_level_one_is_refused_where_host_memory_cannot_pin_the_weights(gpus: Fleet) -> None:
+    gpus.cluster.nodes.host_ram_bytes = 2**20  # 1 MiB: less than the miniature's weights
+    entry = _entry(SLEEPER, park_mode="sleep")
+    refused = gpus.engine.run(AddRequest(config=SLEEPER, entry=entry))
+    assert refused.outcome is Outcome.REJECTED and "sleep_host_memory" in refused.message
+    assert "use sleep_level 2" in refused.message and gpus.cluster.serve.deployed == []
+    deeper = _entry(SLEEPER, park_mode="sleep", sleep_level=2)
+    assert gpus.engine.run(AddRequest(config=SLEEPER, entry=deeper)).outcome is Outcome.DONE
