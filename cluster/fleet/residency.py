@@ -114,15 +114,9 @@ def put_to_sleep(
     and accelerators stay. When a replica will not sleep, the model is unloaded instead
     (False): a half-asleep engine serves nobody."""
     name = model.config.name
-    op.phase(SwapPhase.DRAINING, f"draining {model.app}: its requests in flight finish on it")
-    if hold_requests:
-        publish_parked(ctx, model)
-    else:
-        ctx.ports.routes.set_route_state(name, ModelState.DRAINING)
     # Drained first: Ray Serve LLM's sleep passes no pause mode, and vLLM's default aborts
     # the requests in flight.
-    left = drain(ctx, model.app.app)
-    op.note(f"{name} drained ({left} requests still in flight at the deadline)")
+    drain_for_park(ctx, op, model, hold_requests=hold_requests)
     op.phase(SwapPhase.SLEEPING, f"putting {model.app} to sleep at level {level}")
     try:
         ctx.ports.serve.sleep(model.app, level)
@@ -146,8 +140,17 @@ def complete_sleep(ctx: FleetContext, name: str, level: Literal[1, 2]) -> None:
 def unload(
     ctx: FleetContext, op: OperationRecorder, model: FleetModel, *, hold_requests: bool
 ) -> None:
-    """Drain `model` (its new requests refused with 503, or held to wake it again when
-    `hold_requests`), then park it."""
+    """Drain `model`, then park it, its engine unloaded."""
+    drain_for_park(ctx, op, model, hold_requests=hold_requests)
+    op.phase(SwapPhase.REMOVING_OLD, f"unloading {model.app}")
+    complete_park(ctx, model.config.name)
+
+
+def drain_for_park(
+    ctx: FleetContext, op: OperationRecorder, model: FleetModel, *, hold_requests: bool
+) -> None:
+    """Stop sending `model` new requests (refused with 503, or held to wake it again when
+    `hold_requests`) and wait for those in flight."""
     name = model.config.name
     op.phase(SwapPhase.DRAINING, f"draining {model.app}: its requests in flight finish on it")
     if hold_requests:
@@ -156,8 +159,6 @@ def unload(
         ctx.ports.routes.set_route_state(name, ModelState.DRAINING)
     left = drain(ctx, model.app.app)
     op.note(f"{name} drained ({left} requests still in flight at the deadline)")
-    op.phase(SwapPhase.REMOVING_OLD, f"unloading {model.app}")
-    complete_park(ctx, name)
 
 
 def complete_park(ctx: FleetContext, name: str) -> None:
