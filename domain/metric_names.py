@@ -258,8 +258,9 @@ WAKE_PREDICTED_SECONDS = MetricSpec(
     "switchyard_manager_wake_predicted_seconds",
     Kind.GAUGE,
     ("model", "path"),
-    "What the latest wake of a model asleep was predicted to take, per path (level_1, "
-    "level_2): from the bytes it moves and its links, corrected by its past wakes.",
+    "What a model's latest wake was predicted to take, per path: level_1 and level_2 (from "
+    "the bytes they move and their links, corrected by its past wakes) or cold_start (its "
+    "last start).",
 )
 WAKE_MEASURED_SECONDS = MetricSpec(
     "switchyard_manager_wake_measured_seconds",

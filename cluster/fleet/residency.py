@@ -302,6 +302,8 @@ def wake(
         publish_parked(ctx, model, error=f"its engine failed to start: {exc}", wake_ended=True)
         return ended(Outcome.FAILED, f"{name} failed to wake and stays parked: {exc}")
     seconds = ctx.clock.monotonic() - started
+    if predicted is not None:
+        ctx.metrics.wake_predicted(name, WakePath.COLD_START.value, predicted, seconds)
     complete_wake(ctx, name, app, seconds)
     return ended(Outcome.DONE, f"{name} is serving again ({seconds:.1f} s)", seconds)
 

@@ -354,7 +354,7 @@ def dashboards() -> tuple[Dashboard, ...]:
                 description="Ray records histogram sums at bucket midpoints: approximate.",
             ),
             Panel(
-                "Wake from sleep: predicted and measured (latest)",
+                "Wakes: predicted and measured (latest, per path)",
                 (
                     Target(
                         q.current(m.WAKE_PREDICTED_SECONDS, ("model", "path"), agg="max"),
@@ -366,8 +366,9 @@ def dashboards() -> tuple[Dashboard, ...]:
                     ),
                 ),
                 unit="s",
-                description="The path's prediction (bytes over links, corrected by the "
-                "model's past wakes) beside what the wake took.",
+                description="A wake from sleep is predicted from the bytes it moves over its "
+                "links, corrected by the model's past wakes; a cold start by the model's last "
+                "start.",
             ),
         ),
         "What swaps did: phase durations, outcomes, and the requests held while aliases moved; "

