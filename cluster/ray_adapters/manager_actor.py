@@ -49,6 +49,11 @@ class ManagerService:
     """Composes a FleetEngine inside the actor and exposes its calls."""
 
     def __init__(self, settings_json: str) -> None:
+        # Ray Serve imported once, here, before any thread of this actor can: two threads
+        # importing it at once meet its circular imports half-initialized (ImportError in
+        # one, then broken calls to Serve's controller in both).
+        import ray.serve  # noqa: F401
+
         settings = ManagerSettings.model_validate_json(settings_json)
         self._settings = settings
         registry = registry_actor()
