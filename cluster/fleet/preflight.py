@@ -144,7 +144,7 @@ def _admit(
     gone: frozenset[str],
 ) -> PreflightResult:
     """`preflight`'s admission on what `stage_and_probe` found (see there)."""
-    if shares_accelerators(config, stand_in_engine=ctx.settings.fake_engines is not None):
+    if shares(ctx, config):
         return admit_shared(
             ctx,
             op,
@@ -228,10 +228,15 @@ def level_one_host_refusals(
     return tuple(str(r) for r in level_one_refusals(staged.inventory.nodes, wanted, asleep))
 
 
+def shares(ctx: FleetContext, config: ModelDeploymentConfig) -> bool:
+    """Whether `config`'s ranks take half an accelerator on this fleet's engines
+    (domain/accelerator_sharing.py `shares_accelerators`)."""
+    return shares_accelerators(config, stand_in_engine=ctx.settings.fake_engines is not None)
+
+
 def fleet_tenants(ctx: FleetContext, *, exclude: str | None = None) -> dict[str, list[Tenant]]:
     """Per node, the fleet's engines holding accelerators there (serving, starting or
     asleep), but `exclude`."""
-    fake = ctx.settings.fake_engines is not None
     resource = ctx.settings.accelerator_resource
     claims: dict[str, Mapping[str, int]] = {}
     shared: dict[str, bool] = {}
@@ -240,7 +245,7 @@ def fleet_tenants(ctx: FleetContext, *, exclude: str | None = None) -> dict[str,
         if name == exclude or (model.parked and model.asleep_level is None):
             continue
         claims[name] = ctx.ports.serve.claimed_by(model.app.app, resource)
-        shared[name] = shares_accelerators(model.config, stand_in_engine=fake)
+        shared[name] = shares(ctx, model.config)
         awake[name] = not model.parked
     return node_tenants(claims, shared, awake)
 

@@ -32,12 +32,13 @@ from cluster.fleet.preflight import (
     admit_shared,
     fleet_tenants,
     preflight,
+    shares,
     stage_and_probe,
 )
 from cluster.fleet.swap_flow import drain
 from cluster.inventory.policy_inventory import policy_inventory
 from domain.accelerator_claims import summed_claims
-from domain.accelerator_sharing import Tenant, awake_beside, shares_accelerators
+from domain.accelerator_sharing import Tenant, awake_beside
 from domain.app_name import AppName
 from domain.fleet_state import FleetModel, WakeRecord
 from domain.model_state import ModelState
@@ -382,7 +383,7 @@ def _wake_from_sleep(
 def _awake_beside(ctx: FleetContext, model: FleetModel) -> tuple[str, ...] | None:
     """The engines awake on `model`'s accelerators that must sleep before it wakes there,
     least recently used first (see `awake_beside`); None when that cannot make room."""
-    if not shares(ctx, model):
+    if not shares(ctx, model.config):
         return ()  # a whole-accelerator engine asleep keeps its accelerators to itself
     resource = ctx.settings.accelerator_resource
     probed = ctx.ports.nodes.probe()
@@ -418,13 +419,13 @@ class Room:
 def _room_for(ctx: FleetContext, op: OperationRecorder, model: FleetModel) -> Room:
     """The fewest on-demand models, least recently used first, whose accelerators would let
     admission place `model` (see `Room`)."""
-    state = ctx.desired.state
     order = eviction_order(resident_models(ctx), waking=model.config.name)
+    if shares(ctx, model.config):
+        return _room_to_share(ctx, op, model, order)
+    state = ctx.desired.state
     resource = ctx.settings.accelerator_resource
     freed: dict[str, int] = {}
     chosen: list[FleetModel] = []
-    if shares(ctx, model):
-        return _room_to_share(ctx, op, model, order)
     for name in order:
         victim = state.models[name]
         freed = summed_claims((freed, ctx.ports.serve.claimed_by(victim.app.app, resource)))
@@ -435,11 +436,6 @@ def _room_for(ctx: FleetContext, op: OperationRecorder, model: FleetModel) -> Ro
         if checked.admitted:
             return Room(tuple(chosen), freed, checked)
     return Room()
-
-
-def shares(ctx: FleetContext, model: FleetModel) -> bool:
-    """Whether `model`'s ranks take half an accelerator (domain/accelerator_sharing.py)."""
-    return shares_accelerators(model.config, stand_in_engine=ctx.settings.fake_engines is not None)
 
 
 def _room_to_share(
@@ -458,7 +454,7 @@ def _room_to_share(
     chosen: list[FleetModel] = []
     for name in order:
         victim = state.models[name]
-        if shares(ctx, victim) and not victim.parked:
+        if shares(ctx, victim.config) and not victim.parked:
             asleep.add(name)
         else:
             gone.add(name)
@@ -484,7 +480,7 @@ def _ray_freed(ctx: FleetContext, unloaded: list[FleetModel]) -> dict[str, int]:
     freed: dict[str, int] = {}
     for victim in unloaded:
         for node, ranks in ctx.ports.serve.claimed_by(victim.app.app, resource).items():
-            units = ranks // 2 if shares(ctx, victim) else ranks
+            units = ranks // 2 if shares(ctx, victim.config) else ranks
             freed[node] = freed.get(node, 0) + units
     return freed
 

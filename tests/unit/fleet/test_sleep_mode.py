@@ -34,14 +34,19 @@ OTHER = new_model("miniature:llama-new").model_copy(update={"accelerator": GPU})
 G1 = "model-mini-old-g1"
 
 
-@pytest.fixture
-def gpus(tmp_path: Path) -> Fleet:
-    """One node of RTX PRO 6000s (logical: the control plane is the subject)."""
+def _gpu_node(tmp_path: Path, gpus: int, fake_engines: FakeEngineSettings | None) -> Fleet:
+    """One node of `gpus` RTX PRO 6000s (logical: the control plane is the subject)."""
     cluster = MemoryCluster(tmp_path / "nodes")
     cluster.nodes.gpu_model = "rtx-pro-6000"
     cluster.nodes.slot_memory_gib = 95.6
-    cluster.nodes.slots = 1
-    return Fleet(tmp_path / "state", cluster, accelerator=GPU)
+    cluster.nodes.slots = gpus
+    return Fleet(tmp_path / "state", cluster, accelerator=GPU, fake_engines=fake_engines)
+
+
+@pytest.fixture
+def gpus(tmp_path: Path) -> Fleet:
+    """One GPU, vLLM's engines: a sleeping engine keeps its GPU."""
+    return _gpu_node(tmp_path, 1, fake_engines=None)
 
 
 def _entry(config: ModelDeploymentConfig, **keys: object) -> FleetModelEntry:
@@ -203,12 +208,8 @@ def test_a_manager_killed_mid_sleep_or_wake_converges(
 
 @pytest.fixture
 def shared(tmp_path: Path) -> Fleet:
-    """Four logical GPUs and the stand-in engine, whose sleep-mode ranks take half a GPU."""
-    cluster = MemoryCluster(tmp_path / "nodes")
-    cluster.nodes.gpu_model = "rtx-pro-6000"
-    cluster.nodes.slot_memory_gib = 95.6
-    cluster.nodes.slots = 4
-    return Fleet(tmp_path / "state", cluster, accelerator=GPU, fake_engines=FakeEngineSettings())
+    """Four GPUs and the stand-in engine, whose sleep-mode ranks take half a GPU."""
+    return _gpu_node(tmp_path, 4, fake_engines=FakeEngineSettings())
 
 
 WIDE = SLEEPER.model_copy(update={"layout": LayoutConfig(tp=4)})
