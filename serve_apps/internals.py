@@ -394,6 +394,22 @@ def call_every_replica(
     return results
 
 
+def start_deleting_app(app: str) -> None:
+    """Ask Serve to delete `app` and return at once. Serve's public `delete` blocks polling
+    its status once a second (ray/serve/_private/client.py `delete_apps`,
+    CLIENT_POLLING_INTERVAL_S), a second added to every unload; its `_blocking` argument
+    lets the caller wait at its own pace."""
+    from ray import serve
+
+    serve.delete(app, _blocking=False)
+
+
+def _delete_takes_blocking() -> bool:
+    from ray import serve
+
+    return "_blocking" in inspect.signature(serve.delete).parameters
+
+
 def _controller_has_running_table() -> bool:
     return _has("ray.serve._private.controller", "ServeController", "_all_running_replicas")()
 
@@ -500,6 +516,7 @@ REQUIREMENTS: Final[tuple[_Requirement, ...]] = (
         "ServeController._all_running_replicas (the running-replica table)",
         _controller_has_running_table,
     ),
+    _Requirement("ray.serve.delete(name, _blocking=...)", _delete_takes_blocking),
     _Requirement("LLMServer._llm_config (set in LLMServer._init_shared)", _llm_server_keeps_config),
     _Requirement(
         "LLMConfig._engine_config (its cached engine config)", _llm_config_caches_engine_config

@@ -94,6 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ExitCode.HEAD_UNAVAILABLE
     except KeyboardInterrupt:
         return 130
+    finally:
+        from cluster.startup.ray_runtime import disconnect
+
+        disconnect()
 
 
 if __name__ == "__main__":

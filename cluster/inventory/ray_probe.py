@@ -1,10 +1,11 @@
-"""Ray wiring: one probe task pinned to every alive node, results gathered in node order."""
+"""Ray wiring: one probe pinned to every alive node (a task, or a call to the node's agent),
+results gathered in node order."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cluster.inventory.local_probe import probe_this_node
 from cluster.inventory.node_roles import cache_dir_for
@@ -12,6 +13,9 @@ from cluster.inventory.overrides import InventoryConfig, apply_overrides, unmatc
 from cluster.inventory.ray_node_entry import identity_of
 from cluster.inventory.records import NodeProbe, ProbedCluster
 from serve_apps.internals import available_resources_per_node
+
+if TYPE_CHECKING:
+    from cluster.ray_adapters.node_agents import NodeAgents
 
 
 def build_probe_task() -> Any:
@@ -28,7 +32,10 @@ def probe_cluster(
     *,
     standin_resource: str | None,
     standin_memory_gib: float,
+    agents: NodeAgents | None = None,
 ) -> ProbedCluster:
+    """Every alive node probed on itself (on `agents` when given, else by a task each), then
+    the operator's overrides applied."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -44,9 +51,7 @@ def probe_cluster(
             for k in resources
             if k.startswith("accelerator_type:")
         ]
-        ref = task.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
-        ).remote(
+        arguments: dict[str, Any] = dict(
             node_id=identity.node_id,
             node_ip=identity.node_ip,
             cache_dir=str(cache_dir_for(identity, config.overrides, cache_dir)),
@@ -55,6 +60,12 @@ def probe_cluster(
             ray_gpus=int(resources.get("GPU", 0)),
             ray_gpu_kind=kinds[0] if kinds else None,
         )
+        if agents is not None:
+            ref = agents.submit(node["NodeID"], probe_this_node, **arguments)
+        else:
+            ref = task.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
+            ).remote(**arguments)
         pending.append((node, ref))
     probes: list[NodeProbe] = []
     problems: list[str] = []
@@ -62,6 +73,8 @@ def probe_cluster(
         try:
             probes.append(ray.get(ref, timeout=config.probe_timeout_s))
         except Exception as exc:
+            if agents is not None:
+                agents.failed(str(node["NodeID"]), exc)
             # A node that cannot answer is left out of admission rather than guessed at.
             problems.append(f"node {node['NodeID'][:12]}: probe failed: {exc}".splitlines()[0])
     problems += [f"override {s} matches no node" for s in unmatched(config.overrides, probes)]

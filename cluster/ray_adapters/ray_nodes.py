@@ -22,6 +22,7 @@ from cluster.fleet.ports import NodeStaged, NodeStageOutcome, PrefetchReport, St
 from cluster.inventory.node_roles import NodeIdentity
 from cluster.inventory.ray_node_entry import identity_of
 from cluster.inventory.records import ProbedCluster
+from cluster.ray_adapters.node_agents import NodeAgents
 from cluster.staging.disk_report import WeightsDiskReport, weights_disk_report
 from cluster.staging.manifest import SourceManifest
 from cluster.staging.page_cache import (
@@ -53,6 +54,8 @@ class RayNodes:
     def __init__(self, settings: ManagerSettings) -> None:
         self._settings = settings
         self._manifests: dict[str, SourceManifest] = {}
+        # Per-node work runs on one long-lived process per node (see node_agents.py).
+        self._agents = NodeAgents()
 
     def stage(self, source: str) -> StagedWeights:
         import ray
@@ -102,6 +105,7 @@ class RayNodes:
             [n.node_id for n in nodes],
             node_configs=configs,
             pin_reason=pin_reason(source),
+            agents=self._agents,
         )
         self._manifests[source] = staged.manifest
         outcomes = []
@@ -132,7 +136,7 @@ class RayNodes:
         nodes = [identity_of(e) for e in entries if e.get("Alive", True)]
         configs = self._configs(nodes)
         released = release_across_nodes(
-            configs, [n.node_id for n in nodes], PIN_PREFIX, frozenset(serving)
+            configs, [n.node_id for n in nodes], PIN_PREFIX, frozenset(serving), self._agents
         )
         for node, names in released.items():
             log.info("node %s: unpinned %s", node, ", ".join(names))
@@ -168,6 +172,7 @@ class RayNodes:
             settings.inventory,
             standin_resource=settings.accelerator.standin_resource,
             standin_memory_gib=settings.standin_memory_gib,
+            agents=self._agents,
         )
 
     def weights_report(self, source: str, probed: ProbedCluster) -> WeightsDiskReport:

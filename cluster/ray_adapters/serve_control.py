@@ -45,11 +45,15 @@ from serve_apps.internals import (
     call_every_replica,
     replica_actor_class_name,
     running_replicas_in,
+    start_deleting_app,
 )
 
 log = logging.getLogger(__name__)
 
 # Serve's ApplicationStatus values -> what the fleet engine distinguishes.
+DELETE_TIMEOUT_S = 60.0
+"""As long as Serve's own blocking delete waits."""
+
 _STATUS = {
     "NOT_STARTED": AppStatus.DEPLOYING,
     "DEPLOYING": AppStatus.DEPLOYING,
@@ -65,7 +69,7 @@ class ServeControl:
         self,
         *,
         logs_dir: Path | None = None,
-        poll_s: float = 1.0,
+        poll_s: float = 0.2,
         clock: Clock | None = None,
         fake_engines: FakeEngineSettings | None = None,
     ) -> None:
@@ -211,10 +215,18 @@ class ServeControl:
         return CompletionRequest(**body)
 
     def delete(self, app: str) -> None:
+        """Delete `app` and wait until Serve no longer lists it, polling at `poll_s` (Serve's
+        own blocking delete polls once a second: see `start_deleting_app`)."""
         from ray import serve
 
+        def gone() -> bool | None:
+            return True if app not in serve.status().applications else None
+
         try:
-            serve.delete(app)  # blocks until Serve has removed it
+            start_deleting_app(app)
+            if wait_for(gone, timeout_s=DELETE_TIMEOUT_S, poll_s=self._poll_s, clock=self._clock):
+                return
+            log.error("Serve still lists %s %g s after its deletion", app, DELETE_TIMEOUT_S)
         except Exception:
             log.exception("could not delete Serve application %s", app)
 

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cluster.staging.cache_entries import CacheEntry, is_staged, list_entries, release_pins
 from cluster.staging.cache_layout import CacheLayout, cache_identity, entry_name_for
@@ -29,6 +29,9 @@ from cluster.staging.stage import StagedModel, check_disk, stage, stage_pinned
 from cluster.staging.staging_config import StagingConfig, StagingMode
 from cluster.staging.staging_errors import StagingError, one_line
 from domain.model_source import ModelSource, SourceKind
+
+if TYPE_CHECKING:
+    from cluster.ray_adapters.node_agents import NodeAgents
 
 log = logging.getLogger(__name__)
 
@@ -186,20 +189,32 @@ def run_on_nodes(
     function: Callable[..., Any],
     node_ids: Sequence[str],
     args_for: Callable[[str], tuple[Any, ...]],
+    agents: NodeAgents | None = None,
 ) -> list[tuple[str, Any, str | None]]:
-    """Run `function` once on each node in parallel; (node_id, result or None, error or None)."""
+    """Run `function` once on each node in parallel; (node_id, result or None, error or None).
+    On `agents` (the manager's long-lived per-node processes) when given, else as tasks."""
     import ray
 
-    task = build_node_task(function)
-    refs = [
-        (node_id, task.options(scheduling_strategy=pinned_to(node_id)).remote(*args_for(node_id)))
-        for node_id in node_ids
-    ]
+    if agents is None:
+        task = build_node_task(function)
+        refs = [
+            (
+                node_id,
+                task.options(scheduling_strategy=pinned_to(node_id)).remote(*args_for(node_id)),
+            )
+            for node_id in node_ids
+        ]
+    else:
+        refs = [
+            (node_id, agents.submit(node_id, function, *args_for(node_id))) for node_id in node_ids
+        ]
     outcomes: list[tuple[str, Any, str | None]] = []
     for node_id, ref in refs:
         try:
             outcomes.append((node_id, ray.get(ref), None))
         except Exception as exc:
+            if agents is not None:
+                agents.failed(node_id, exc)
             cause = getattr(exc, "cause", None) or exc
             outcomes.append((node_id, None, one_line(cause)))
     return outcomes
@@ -219,6 +234,7 @@ def check_disk_across_nodes(
     node_ids: Sequence[str],
     *,
     protected: frozenset[str] = frozenset(),
+    agents: NodeAgents | None = None,
 ) -> dict[str, DiskVerdict]:
     """Each node's disk verdict, judged on the node; for `plan` and before any download."""
     labels = node_labels(node_ids)
@@ -232,6 +248,7 @@ def check_disk_across_nodes(
             labels[node_id],
             node_id,
         ),
+        agents,
     )
     failed = [f"node {labels[node_id]}: {error}" for node_id, _, error in outcomes if error]
     if failed:
@@ -240,7 +257,10 @@ def check_disk_across_nodes(
 
 
 def cache_groups(
-    configs: Mapping[str, StagingConfig], node_ids: Sequence[str], labels: Mapping[str, str]
+    configs: Mapping[str, StagingConfig],
+    node_ids: Sequence[str],
+    labels: Mapping[str, str],
+    agents: NodeAgents | None = None,
 ) -> list[list[str]]:
     """`node_ids` grouped by the cache they see, in their order: declared `shared` caches
     are one group; `per_node` ones are told apart by their marker file."""
@@ -248,7 +268,10 @@ def cache_groups(
     if len(roots) == 1 and all(configs[n].mode is StagingMode.SHARED for n in node_ids):
         return [list(node_ids)]  # declared shared, at one path on every node
     outcomes = run_on_nodes(
-        cache_id_task, node_ids, lambda node_id: (configs[node_id], labels[node_id], node_id)
+        cache_id_task,
+        node_ids,
+        lambda node_id: (configs[node_id], labels[node_id], node_id),
+        agents,
     )
     failed = [f"node {labels[node_id]}: {error}" for node_id, _, error in outcomes if error]
     if failed:
@@ -269,6 +292,7 @@ def stage_across_nodes(
     token: str | None = None,
     node_configs: Mapping[str, StagingConfig] | None = None,
     pin_reason: str | None = None,
+    agents: NodeAgents | None = None,
 ) -> ClusterStaging:
     """Stage `source` for a deployment whose shards run on `node_ids`; see the module doc.
 
@@ -281,9 +305,11 @@ def stage_across_nodes(
         source, endpoint=resolve_endpoint(config.hub_endpoint), token=token
     )
     labels = node_labels(node_ids)
-    groups = cache_groups(configs, node_ids, labels)
+    groups = cache_groups(configs, node_ids, labels, agents)
     downloaders = [group[0] for group in groups]
-    verdicts = check_disk_across_nodes(resolved, configs, downloaders, protected=protected)
+    verdicts = check_disk_across_nodes(
+        resolved, configs, downloaders, protected=protected, agents=agents
+    )
     refused = [
         verdict
         for node_id, verdict in verdicts.items()
@@ -304,6 +330,7 @@ def stage_across_nodes(
             node_id,
             pin_reason,
         ),
+        agents,
     )
     results = [
         NodeStaging(node_id, labels[node_id], staged, error) for node_id, staged, error in outcomes
@@ -314,6 +341,7 @@ def stage_across_nodes(
             verify_task,
             list(sharing),
             lambda node_id: (resolved, configs[node_id], labels[node_id], node_id),
+            agents,
         )
         results += [
             NodeStaging(node_id, labels[node_id], staged, error, shared_with=sharing[node_id])
@@ -323,7 +351,11 @@ def stage_across_nodes(
 
 
 def release_across_nodes(
-    configs: NodeConfigs, node_ids: Sequence[str], prefix: str, keep: frozenset[str]
+    configs: NodeConfigs,
+    node_ids: Sequence[str],
+    prefix: str,
+    keep: frozenset[str],
+    agents: NodeAgents | None = None,
 ) -> dict[str, list[str]]:
     """Unpin, on every node's cache, the entries pinned under `prefix` + a name not in
     `keep`; the entries released per node label (nodes that fail are logged, not raised:
@@ -333,6 +365,7 @@ def release_across_nodes(
         release_task,
         node_ids,
         lambda node_id: (_config_of(configs, node_id), prefix, keep, labels[node_id], node_id),
+        agents,
     )
     released: dict[str, list[str]] = {}
     for node_id, names, error in outcomes:

@@ -433,10 +433,16 @@ HEAD_CHECK_TIMEOUT_S = 3.0
 
 
 def disconnect() -> None:
-    """Detach this process from the cluster (what it started keeps running)."""
-    import ray
+    """Detach this process from the cluster if it joined one (what it started keeps
+    running); nothing otherwise, and Ray is not imported for it.
 
-    if ray.is_initialized():
+    Every command calls it before exiting. Ray's exit hook would do the same, but first
+    sleeps half a second for the driver's log lines to print (`ray/_private/worker.py`
+    `shutdown(_exiting_interpreter=True)`); our drivers join with `log_to_driver=False`, so
+    there are none to wait for, and each command would pay it.
+    """
+    ray = sys.modules.get("ray")
+    if ray is not None and ray.is_initialized():
         ray.shutdown()
 
 
