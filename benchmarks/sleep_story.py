@@ -62,7 +62,8 @@ FAKE_ENGINE = {"start_s": 1.5, "sleep_s": 0.3, "wake_s": 2.0, "reload_s": 4.0}
 level-1 wake about 2 times (a wake's fixed control-plane cost does not scale)."""
 
 
-def fleet_file(args: argparse.Namespace) -> str:
+def fleet_file(sleep_level: int) -> str:
+    """The story's two models, both `on_demand` and parked by sleeping at `sleep_level`."""
     lines = ["models:"]
     for name, model in STORY.items():
         lines += [
@@ -73,7 +74,7 @@ def fleet_file(args: argparse.Namespace) -> str:
             f"    replicas: {model['replicas']}",
             "    residency: on_demand",
             "    park_mode: sleep",
-            f"    sleep_level: {args.sleep_level}",
+            f"    sleep_level: {sleep_level}",
             "    min_resident_s: 0",
             "    park_after_idle_s: 3600",
         ]
@@ -81,6 +82,7 @@ def fleet_file(args: argparse.Namespace) -> str:
 
 
 def inventory_file(head_ip: str) -> str:
+    """The head as a control-plane node; the GPU node as the story's box."""
     return (
         "overrides:\n"
         f"  - node_ip: {head_ip}\n    host_ram_gib: 64\n"
@@ -184,7 +186,7 @@ def main(argv: list[str]) -> int:
     args.workdir.mkdir(parents=True, exist_ok=True)
     state = args.workdir / "state"
     fleet = args.workdir / "fleet.yaml"
-    fleet.write_text(fleet_file(args))
+    fleet.write_text(fleet_file(args.sleep_level))
     cluster = Cluster(
         initialize_head=True, head_node_args={"num_cpus": 4, "include_dashboard": False}
     )
@@ -287,8 +289,9 @@ def markdown(document: dict[str, Any]) -> str:
         "",
         "Each wake from sleep: the manager's prediction (the bytes and links of "
         "`policies/wake_paths.py` at the miniatures' weights, corrected by the model's "
-        "earlier wakes: the first is uncorrected) and the time it took, from the wake's "
-        "start (the other model put to sleep first) to warmed.",
+        "earlier wakes: the first is uncorrected) and the time it took, from the moment the "
+        "other model was asleep (the route's `ready_by` is published then) to warmed; the "
+        "whole hold is in the longest wait above.",
         "",
         "| model | path | predicted (s) | measured (s) | measured / predicted |",
         "|---|---|---:|---:|---:|",

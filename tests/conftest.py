@@ -57,6 +57,7 @@ MODULE_ORDER: tuple[str, ...] = (
     "integration/test_placement.py",
     "faults/test_node_loss.py",
     "integration/test_multi_host.py",
+    "e2e/test_sleep_story.py",
     "e2e/test_lifecycle.py",
     "e2e/test_make_run.py",
     "gpu/",

@@ -342,6 +342,10 @@ def _wake_from_sleep(
             ctx.ports.serve.wait_freed(freed, resource, ctx.settings.free_timeout_s)
         ctx.metrics.parked(other, ParkReason.EVICTED.value)
     predicted = wake_estimate(ctx, model)
+    # The prediction is of the wake alone, published as the route's `ready_by` from here:
+    # it is measured from here too, not from the operation's start (the neighbours' sleep
+    # before it is their drain, not a cost of this path).
+    waking_since = ctx.clock.monotonic()
     op.phase(SwapPhase.WAKING, f"waking {model.app} from level-{level} sleep")
     op.note(f"{predicted.path.value} wake predicted to take {predicted.predicted_s:.1f} s")
     published = ctx.ports.routes.routing_table().models.get(name)
@@ -367,15 +371,16 @@ def _wake_from_sleep(
         publish_parked(ctx, parked, error=f"its engine failed to wake: {exc}", wake_ended=True)
         return ended(Outcome.FAILED, f"{name} failed to wake and stays parked, unloaded: {exc}")
     seconds = ctx.clock.monotonic() - started
+    woke_s = ctx.clock.monotonic() - waking_since
     record = WakeRecord(
-        path=predicted.path.value, physics_s=predicted.physics_s, measured_s=round(seconds, 3)
+        path=predicted.path.value, physics_s=predicted.physics_s, measured_s=round(woke_s, 3)
     )
-    ctx.metrics.wake_predicted(name, predicted.path.value, predicted.predicted_s, seconds)
+    ctx.metrics.wake_predicted(name, predicted.path.value, predicted.predicted_s, woke_s)
     complete_wake(ctx, name, model.app, seconds, record)
     return ended(
         Outcome.DONE,
-        f"{name} is serving again ({seconds:.1f} s, {predicted.path.value} wake; "
-        f"{predicted.predicted_s:.1f} s predicted)",
+        f"{name} is serving again ({seconds:.1f} s; its {predicted.path.value} wake "
+        f"{woke_s:.1f} s, {predicted.predicted_s:.1f} s predicted)",
         seconds,
     )
 
