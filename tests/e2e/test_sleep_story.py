@@ -40,7 +40,7 @@ from benchmarks.sleep_story import (
     placements,
     wake_rows,
 )
-from tests.support.running_stack import SWITCHYARD, free_port, stack_env
+from tests.support.running_stack import cli_at, free_port
 
 # Run alone with: .venv/bin/pytest tests/e2e/test_sleep_story.py -s
 
@@ -77,14 +77,7 @@ class Story:
 
 
 def _cli(state_dir: Path, *args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [SWITCHYARD, *args, "--state-dir", str(state_dir)],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env=stack_env(state_dir),
-        check=False,
-    )
+    return cli_at(state_dir, *args, timeout_s=timeout_s)
 
 
 async def _alternate(base_url: str) -> list[Reply]:

@@ -24,7 +24,7 @@ import httpx
 import psutil
 import pytest
 
-from tests.support.running_stack import SWITCHYARD, free_port, stack_env
+from tests.support.running_stack import cli_at, free_port
 from tests.support.waiting import wait_until
 
 # Run alone with: .venv/bin/pytest tests/faults/test_node_loss.py -s
@@ -55,14 +55,7 @@ def cluster() -> Iterator[Any]:
 
 
 def _cli(state_dir: Path, *args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [SWITCHYARD, *args, "--state-dir", str(state_dir)],
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        env=stack_env(state_dir),
-        check=False,
-    )
+    return cli_at(state_dir, *args, timeout_s=timeout_s)
 
 
 @pytest.fixture(scope="module")

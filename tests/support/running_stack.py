@@ -32,6 +32,21 @@ def stack_env(state_dir: Path, extra: dict[str, str] | None = None) -> dict[str,
     return env
 
 
+def cli_at(
+    state_dir: Path, *args: str, timeout_s: float = 900, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`switchyard ARGS --state-dir DIR`, its output captured; `env` adds to the command's
+    environment."""
+    return subprocess.run(
+        [SWITCHYARD, *args, "--state-dir", str(state_dir)],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env=stack_env(state_dir, env),
+        check=False,
+    )
+
+
 @dataclass
 class RunningStack:
     state_dir: Path
@@ -91,14 +106,7 @@ class RunningStack:
     ) -> subprocess.CompletedProcess[str]:
         """`switchyard ARGS --state-dir DIR` against this stack, its output captured; `env`
         adds to the command's environment (a keys file's `key_env` variables)."""
-        return subprocess.run(
-            [SWITCHYARD, *args, "--state-dir", str(self.state_dir)],
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            env=stack_env(self.state_dir, env),
-            check=False,
-        )
+        return cli_at(self.state_dir, *args, timeout_s=timeout_s, env=env)
 
     def metrics_text(self) -> str:
         """What every node's Ray metrics agent exports now (what Prometheus scrapes)."""
