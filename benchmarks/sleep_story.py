@@ -92,6 +92,18 @@ def inventory_file(head_ip: str) -> str:
     )
 
 
+def up_args(address: str, port: int, inventory: Path, fleet: Path) -> tuple[str, ...]:
+    """`switchyard up` of the story's fleet on the cluster at `address`: the GPU path of
+    placement and admission, on stand-in engines that sleep and wake in `FAKE_ENGINE`'s
+    times."""
+    return (
+        "up", "--detach", "--fake-engines", "--accelerator", "gpu",
+        "--fake-engine-settings", json.dumps(FAKE_ENGINE),
+        "--address", address, "--port", str(port),
+        "--inventory", str(inventory), "-f", str(fleet),
+    )  # fmt: skip
+
+
 def wake_rows(fleet: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Each wake from sleep with the prediction the manager made for it: the physics
     estimate corrected by the model's earlier wakes (policies/wake_paths.py)."""
@@ -213,12 +225,7 @@ def main(argv: list[str]) -> int:
     since = time.time()
     env = {"RAY_ADDRESS": cluster.address}
     os.environ.update(env)
-    up = switchyard_cli(
-        state, "up", "--detach", "--fake-engines", "--accelerator", "gpu",
-        "--fake-engine-settings", json.dumps(FAKE_ENGINE),
-        "--address", cluster.address, "--port", str(port),
-        "--inventory", str(inventory), "-f", str(fleet),
-    )  # fmt: skip
+    up = switchyard_cli(state, *up_args(cluster.address, port, inventory, fleet))
     try:
         if up.returncode != 0:
             raise RuntimeError("switchyard up failed:\n" + up.stdout + up.stderr)

@@ -38,6 +38,7 @@ from benchmarks.sleep_story import (
     fleet_file,
     inventory_file,
     placements,
+    up_args,
     wake_rows,
 )
 from tests.support.running_stack import cli_at, free_port
@@ -119,12 +120,7 @@ def story(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Story]:
         fleet = state_dir / "fleet.yaml"
         fleet.write_text(fleet_file(sleep_level=1))
         port = free_port()
-        up = _cli(
-            state_dir, "up", "--detach", "--fake-engines", "--accelerator", "gpu",
-            "--fake-engine-settings", json.dumps(FAKE_ENGINE),
-            "--address", cluster.address, "--port", str(port),
-            "--inventory", str(inventory), "-f", str(fleet),
-        )  # fmt: skip
+        up = _cli(state_dir, *up_args(cluster.address, port, inventory, fleet))
         try:
             assert up.returncode == 0, up.stdout + up.stderr
             replies = asyncio.run(_alternate(f"http://127.0.0.1:{port}/v1"))
