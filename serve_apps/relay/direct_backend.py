@@ -14,8 +14,11 @@ more than a small slack; others go to the least loaded (`replica_affinity.py`).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -46,10 +49,16 @@ _PATHS: Mapping[Method, str] = {
 
 
 class EngineEndpointView:
-    """The registry's engine endpoints, refreshed every `period_s`, grouped by app."""
+    """The registry's engine endpoints, refreshed every `period_s`, grouped by app; and at
+    once, at most once per `period_s` per app, when a request finds none for its app
+    (`refresh_for`)."""
 
     def __init__(self, fetch: FetchEndpoints, *, period_s: float) -> None:
         self._by_app: dict[str, tuple[EngineEndpoint, ...]] = {}
+        self._fetch = fetch
+        self._period_s = period_s
+        self._missed_at: dict[str, float] = {}
+        self._pending: asyncio.Future[None] | None = None
 
         async def fetch_grouped() -> None:
             self.update(await fetch())
@@ -66,6 +75,35 @@ class EngineEndpointView:
 
     def for_app(self, app_name: str) -> tuple[EngineEndpoint, ...]:
         return self._by_app.get(app_name, ())
+
+    async def refresh_for(self, app_name: str) -> None:
+        """Fetch the endpoints now for an app with none listed, unless that was done for it
+        within `period_s`; concurrent callers share one fetch. A model that has just
+        started (a swap, a wake) is registered before it is published ready, so its first
+        requests find its engine here instead of going through a Serve handle new to this
+        process, which learns its replicas only when Serve's shared long poll next returns
+        (`ray/serve/_private/long_poll.py` `add_key_listeners`): seconds, or up to a minute
+        when nothing else changes."""
+        loop = asyncio.get_running_loop()
+        if self._pending is None:
+            now = loop.time()
+            if now - self._missed_at.get(app_name, -math.inf) < self._period_s:
+                return
+            self._missed_at = {
+                app: at for app, at in self._missed_at.items() if now - at < self._period_s
+            }
+            self._missed_at[app_name] = now
+            self._pending = loop.create_task(self._fetch_now())
+        with contextlib.suppress(Exception):
+            await asyncio.shield(self._pending)
+
+    async def _fetch_now(self) -> None:
+        try:
+            self.update(await self._fetch())
+        except Exception as exc:
+            log.warning("engine endpoint refresh failed: %r", exc)
+        finally:
+            self._pending = None
 
     def counts(self) -> Mapping[str, int]:
         return {app: len(found) for app, found in self._by_app.items()}
@@ -108,11 +146,47 @@ class DirectHttpBackend:
     ) -> AsyncIterator[Any]:
         candidates = self._candidates(route.app_name)
         if not candidates:
-            return self._fallback.stream(route, method, request, body, request_id=request_id)
+            return self._after_refresh(route, method, request, body, request_id)
+        return self._direct(candidates, route, method, request, body, request_id)
+
+    def _direct(
+        self,
+        candidates: list[EngineEndpoint],
+        route: ModelRoute,
+        method: Method,
+        request: Any,
+        body: Mapping[str, Any],
+        request_id: str,
+    ) -> AsyncIterator[Any]:
         # Same cache key, same replica (its prefix cache hits), within a load bound; else
         # the fewest requests in flight from this gateway: the engines' queues stay even.
         endpoint = choose_endpoint(candidates, self._load, affinity_key(body))
         return self._open(endpoint, route, method, request, body, request_id)
+
+    async def _after_refresh(
+        self,
+        route: ModelRoute,
+        method: Method,
+        request: Any,
+        body: Mapping[str, Any],
+        request_id: str,
+    ) -> AsyncIterator[Any]:
+        """No endpoint known for the app: look again now (`EngineEndpointView.refresh_for`),
+        then go direct, or through the handle."""
+        await self._endpoints.refresh_for(route.app_name)
+        candidates = self._candidates(route.app_name)
+        inner = (
+            self._direct(candidates, route, method, request, body, request_id)
+            if candidates
+            else self._fallback.stream(route, method, request, body, request_id=request_id)
+        )
+        try:
+            async for item in inner:
+                yield item
+        finally:
+            aclose = getattr(inner, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
     def _candidates(self, app_name: str) -> list[EngineEndpoint]:
         now = time.monotonic()

@@ -254,6 +254,40 @@ async def test_a_model_without_a_registered_endpoint_uses_the_handle() -> None:
     assert fallback.calls == 1
 
 
+async def test_a_model_registered_since_the_last_refresh_is_reached_directly_at_once(
+    engine: Any,
+) -> None:
+    """A model that has just started (a swap, a wake) is registered before it is published
+    ready: its first requests look again instead of waiting on a Serve handle new to the
+    gateway."""
+    app, listener = engine
+    fetched: list[int] = []
+
+    async def fetch() -> list[EngineEndpoint]:
+        fetched.append(1)
+        return [endpoint_at(listener.url)]
+
+    fallback = FallbackBackend()
+    backend = DirectHttpBackend(EngineEndpointView(fetch, period_s=60.0), fallback)
+    items = await collect(backend, {"model": "m", "prompt": "hi"})
+    assert items and fallback.calls == 0 and len(app.bodies) == 1
+    assert fetched == [1]
+
+
+async def test_a_model_without_an_endpoint_looks_again_at_most_once_per_period() -> None:
+    fetched: list[int] = []
+
+    async def fetch() -> list[EngineEndpoint]:
+        fetched.append(1)
+        return []
+
+    fallback = FallbackBackend()
+    backend = DirectHttpBackend(EngineEndpointView(fetch, period_s=60.0), fallback)
+    for _ in range(3):
+        assert await collect(backend, {"model": "m", "prompt": "hi"}) == [{"via": "handle"}]
+    assert fallback.calls == 3 and fetched == [1]
+
+
 async def test_the_engine_port_refuses_callers_without_the_token(engine: Any) -> None:
     app, listener = engine
     async with httpx.AsyncClient() as client:
