@@ -50,10 +50,10 @@ from serve_apps.internals import (
 
 log = logging.getLogger(__name__)
 
-# Serve's ApplicationStatus values -> what the fleet engine distinguishes.
 DELETE_TIMEOUT_S = 60.0
 """As long as Serve's own blocking delete waits."""
 
+# Serve's ApplicationStatus values -> what the fleet engine distinguishes.
 _STATUS = {
     "NOT_STARTED": AppStatus.DEPLOYING,
     "DEPLOYING": AppStatus.DEPLOYING,
