@@ -48,6 +48,13 @@ class GpuSpec(_Strict):
     memory, an RTX 5090's 32 GB)."""
     name: str | None = None
     count: int = Field(ge=1)
+    unified_memory: bool = False
+    """The GPU shares the host's memory (GB10, Thor, Orin). vLLM then takes free memory to
+    be the host's available memory (vllm/utils/mem_utils.py `MemorySnapshot.measure`:
+    psutil's `available` on integrated GPUs), so whatever the host allocates while vLLM
+    profiles (a cold torch.compile, other processes) is charged to the KV cache, and no
+    config or engine argument predicts it. Such a log is shown, neither fitted nor held to
+    the target."""
 
 
 class Logged(_Strict):
@@ -84,7 +91,10 @@ class CalibrationLog(_Strict):
     vllm_version_note: str
     gpu: GpuSpec
     engine: dict[str, Any]
-    """Every engine argument the source shows (vLLM's names, with underscores)."""
+    """Every engine argument the source shows (vLLM's names, with underscores), and the
+    defaults it shows vLLM chose where they differ from the planner's own."""
+    engine_note: str | None = None
+    """Where an engine value comes from when it is not among the source's arguments."""
     environment: dict[str, str] = Field(default_factory=dict)
     logged: Logged
     quote: str
@@ -120,10 +130,12 @@ class CalibrationLog(_Strict):
         return _inventory(profile, self.gpu.count)
 
     def rules(self) -> MemoryRules:
-        flag = self.environment.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
+        graphs = self.environment.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
+        sampler = self.environment.get("VLLM_USE_FLASHINFER_SAMPLER")
         return MemoryRules.of(
             VllmVersion.parse(self.vllm_version),
-            cuda_graph_estimate=None if flag is None else flag != "0",
+            cuda_graph_estimate=None if graphs is None else graphs != "0",
+            flashinfer_sampler=None if sampler is None else sampler != "0",
         )
 
     def request(self, constants: FittedConstants | None = None) -> AdmissionRequest:

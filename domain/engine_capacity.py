@@ -73,7 +73,8 @@ class CapacityKey(BaseModel):
     """The memory-relevant engine settings (context, batch limits, KV dtype, memory share,
     eager mode, explicit KV space)."""
     environment: dict[str, str]
-    """Memory-relevant variables (the CUDA-graph estimate flag) and sleep mode."""
+    """Memory-relevant variables (the CUDA-graph estimate and sampler flags) and sleep
+    mode."""
 
     def digest(self) -> str:
         text = json.dumps(self.model_dump(mode="json"), sort_keys=True)
@@ -130,6 +131,10 @@ def capacity_key(
 
 
 MEMORY_ENVIRONMENT = frozenset(
-    {"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "VLLM_CPU_KVCACHE_SPACE"}
+    {
+        "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS",
+        "VLLM_USE_FLASHINFER_SAMPLER",
+        "VLLM_CPU_KVCACHE_SPACE",
+    }
 )
 """Variables that change the KV cache vLLM sizes for the same engine arguments."""

@@ -357,6 +357,7 @@ def _engine_settings(request: AdmissionRequest, gpu: GpuProfile, layout: Layout)
         ),
         capture_grid_2025=request.vllm.capture_grid_2025,
         init_communicators_subtracted=request.vllm.init_communicators_subtracted,
+        sampler=request.vllm.sampler,
     )
 
 

@@ -28,6 +28,7 @@ from policies.checkpoint.model_spec import ModelSpec
 from policies.inventory import GpuProfile, Interconnect
 from policies.layout import Layout
 from policies.units import GIB, MIB, ceil_div
+from policies.vllm_versions import SamplerPath
 
 
 class MemoryTerm(StrEnum):
@@ -58,7 +59,7 @@ class FittedConstants:
     graph_bytes_per_dense_layer: int = 192 * 1024
     """CUDA-graph memory per captured size and per dense decoder layer (a MoE layer counts
     twice: it launches about twice the kernels)."""
-    runtime_bytes: int = 576 * MIB
+    runtime_bytes: int = 384 * MIB
     """Non-torch memory after vLLM's snapshot that no term models: cuBLAS/cuBLASLt
     workspaces and the CUDA modules of the kernels the profiling run loads."""
 
@@ -80,9 +81,38 @@ class EngineSettings:
     """vLLM 0.12's capture sizes (every 8 to 256, then every 16); else every 8 to 512."""
     init_communicators_subtracted: bool = False
     """Start-up communicator buffers count against the budget (vLLM 0.10 only)."""
+    sampler: SamplerPath = SamplerPath.TRITON
+    """The version's top-k/top-p path (`policies.vllm_versions.sampler_path`)."""
+
+    @property
+    def sampler_rows(self) -> int:
+        """The dummy sampler's rows: one per request, as many as a step can hold."""
+        return min(self.max_num_seqs, self.max_num_batched_tokens)
+
+    @property
+    def sampler_in_use(self) -> SamplerPath:
+        """The path the dummy sampler takes: the Triton kernel only for 8 rows or more
+        (`apply_top_k_top_p`), the sort below."""
+        if self.sampler is SamplerPath.TRITON and self.sampler_rows < _TRITON_MIN_ROWS:
+            return SamplerPath.TORCH_SORT
+        return self.sampler
 
 
 _FP32 = 4
+_INT64 = 8
+_TRITON_MIN_ROWS = 8
+# Bytes per logit the sampler's top-k/top-p holds besides the fp32 logits it works on:
+# FlashInfer a top-k-masked copy and its softmax; the sort its sorted values and int64
+# indices, the int64 index input SortStable.cu fills, and the alternate key and value
+# buffers of CUB's segmented radix sort (ATen's wrapper does not let CUB overwrite its
+# input); Triton works in place. After it, softmax and `random_sample`'s exponential noise
+# (two fp32 copies) are live at once on every path.
+_TOP_K_TOP_P_BYTES = {
+    SamplerPath.FLASHINFER: 2 * _FP32,
+    SamplerPath.TORCH_SORT: _FP32 + _INT64 + _INT64 + _FP32 + _INT64,
+    SamplerPath.TRITON: 0,
+}
+_SAMPLING_BYTES = 2 * _FP32
 
 # vLLM's CPU worker has no profiler; the old flat allowance stands in for its allocator slack.
 _HOST_RUNTIME_BYTES = GIB // 2
@@ -146,13 +176,14 @@ def forward_transient_bytes(spec: ModelSpec, layout: Layout, tokens: int) -> int
 
 
 def sampler_peak_bytes(spec: ModelSpec, settings: EngineSettings) -> int:
-    """`_dummy_sampler_run` on the last stage: min(max_num_seqs, tokens) rows of logits
-    over the whole vocabulary (gathered over TP, bf16), then in `Sampler.forward` their fp32
-    copy, the fp32 softmax probabilities and the exponential noise of `random_sample`
-    (vllm/v1/sample/sampler.py, ops/topk_topp_sampler.py; top-k/top-p works in place); the
-    dummy run's hidden states for all tokens are still alive."""
-    rows = min(settings.max_num_seqs, settings.max_num_batched_tokens)
-    logits = rows * spec.vocab_size * (spec.dtype_bytes + 3 * _FP32)
+    """`_dummy_sampler_run` on the last stage: `sampler_rows` rows of logits over the whole
+    vocabulary (gathered over TP, bf16) and their fp32 copy in `Sampler.forward`, plus the
+    larger of what top-k/top-p holds on the version's path and what sampling holds after it
+    (vllm/v1/sample/sampler.py, ops/topk_topp_sampler.py). The dummy run's hidden states
+    for all tokens are still alive."""
+    per_logit = spec.dtype_bytes + _FP32
+    per_logit += max(_TOP_K_TOP_P_BYTES[settings.sampler_in_use], _SAMPLING_BYTES)
+    logits = settings.sampler_rows * spec.vocab_size * per_logit
     return logits + settings.max_num_batched_tokens * spec.hidden_size * spec.dtype_bytes
 
 
@@ -268,12 +299,15 @@ def runtime_bytes(
     *,
     last_stage: bool,
     constants: FittedConstants = FittedConstants(),
+    sampler: SamplerPath = SamplerPath.TRITON,
 ) -> int:
     """Non-torch memory after the snapshot, plus the Triton top-k/top-p buffer the sampler
-    keeps (one fp32 vocabulary row per SM, topk_topp_triton.py `_TRITON_BUFFER_CACHE`)."""
+    keeps where it samples with Triton (one fp32 vocabulary row per SM, topk_topp_triton.py
+    `_TRITON_BUFFER_CACHE`)."""
     if gpu.interconnect is Interconnect.HOST_MEMORY:
         return _HOST_RUNTIME_BYTES
-    buffer = gpu.sm_count * spec.vocab_size * _FP32 if last_stage else 0
+    triton = last_stage and sampler is SamplerPath.TRITON
+    buffer = gpu.sm_count * spec.vocab_size * _FP32 if triton else 0
     return constants.runtime_bytes + buffer
 
 
@@ -340,7 +374,11 @@ class StageTerms:
         runtime = self._runtime.get(last_stage)
         if runtime is None:
             runtime = self._runtime[last_stage] = runtime_bytes(
-                spec, self._gpu, last_stage=last_stage, constants=settings.constants
+                spec,
+                self._gpu,
+                last_stage=last_stage,
+                constants=settings.constants,
+                sampler=settings.sampler_in_use,
             )
         terms = {
             MemoryTerm.WEIGHTS: weights_bytes,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 from policies.errors import InvalidRequest
 
@@ -59,6 +60,30 @@ SNAPSHOT_AFTER_NCCL_SINCE = VllmVersion(0, 11)
 """gpu_worker.init_device takes the memory snapshot after NCCL starts from 0.11.0."""
 LANGUAGE_MODEL_ONLY_SINCE = VllmVersion(0, 17)
 """`--language-model-only`: absent from 0.16.0, present in 0.17.1."""
+FLASHINFER_SAMPLER_OPT_IN_SINCE = VllmVersion(0, 12)
+"""vllm/v1/sample/ops/topk_topp_sampler.py: in 0.10 and 0.11 the V1 sampler uses FlashInfer
+for top-k/top-p wherever FlashInfer is installed (VLLM_USE_FLASHINFER_SAMPLER unset means
+on; 0.10.1.1's logs say "Using FlashInfer for top-p & top-k sampling"); from 0.12.0 only
+where the variable is 1."""
+TRITON_TOP_K_TOP_P_SINCE = VllmVersion(0, 17)
+"""vllm/v1/sample/ops/topk_topp_triton.py: absent from 0.16.0, present in 0.17.0; used for
+eight rows or more."""
+
+
+class SamplerPath(StrEnum):
+    """How the profiling run's dummy sampler applies top-k and top-p over the whole
+    vocabulary (`_dummy_sampler_run` asks for both on every row), which sets the sampler's
+    transient peak (`policies.engine_memory.sampler_peak_bytes`)."""
+
+    FLASHINFER = "flashinfer"
+    """FlashInfer's rejection sampling from the logits: a top-k-masked copy and its softmax,
+    no sort."""
+    TORCH_SORT = "torch_sort"
+    """`apply_top_k_top_p_pytorch`: a full sort of the fp32 logits, whose CUDA kernel (a CUB
+    segmented radix sort) holds index and alternate buffers besides its outputs."""
+    TRITON = "triton"
+    """`apply_top_k_top_p_triton`: in place, with one persistent fp32 vocabulary row per
+    SM."""
 
 
 @dataclass(frozen=True)
@@ -85,8 +110,15 @@ TERM_RULES: tuple[TermRule, ...] = (
     TermRule(
         "activation_peak",
         "every supported version: the profile run's torch peak above what was allocated "
-        "before it (`torch_peak_increase`; from 0.27 `transient_peak_headroom`).",
-        "vllm/utils/mem_utils.py memory_profiling",
+        "before it (`torch_peak_increase`; from 0.27 `transient_peak_headroom`). The "
+        "sampler's part depends on its top-k/top-p path (`SamplerPath`): FlashInfer by "
+        "default in 0.10-0.11, a full sort of the logits in 0.12-0.16, the in-place Triton "
+        "kernel from 0.17 (for 8 rows or more); VLLM_USE_FLASHINFER_SAMPLER=1 picks "
+        "FlashInfer in any version, =0 the sort before 0.17.",
+        "vllm/utils/mem_utils.py memory_profiling; vllm/v1/worker/gpu_model_runner.py "
+        "_dummy_sampler_run; vllm/v1/sample/ops/topk_topp_sampler.py (0.10.1.1, 0.11.0, "
+        "0.12.0, 0.13.0, 0.16.0, 0.17.0); PyTorch's aten/src/ATen/native/cuda/SortStable.cu "
+        "and ATen/cuda/cub.cuh (the sort's buffers)",
     ),
     TermRule(
         "moe_workspace",
@@ -139,12 +171,21 @@ class MemoryRules:
     init_communicators_subtracted: bool = False
     """Buffers made when the communicators start (custom all-reduce's IPC buffers) count
     against the budget: only in 0.10, whose snapshot preceded NCCL's start."""
+    sampler: SamplerPath = SamplerPath.TRITON
+    """The dummy sampler's top-k/top-p path (for 8 rows or more where it is Triton)."""
 
     @classmethod
-    def of(cls, version: VllmVersion, *, cuda_graph_estimate: bool | None = None) -> MemoryRules:
+    def of(
+        cls,
+        version: VllmVersion,
+        *,
+        cuda_graph_estimate: bool | None = None,
+        flashinfer_sampler: bool | None = None,
+    ) -> MemoryRules:
         """`version`'s rules; `cuda_graph_estimate` is VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
         where the engines set it (None: that version's default; before 0.18 the variable
-        does not exist and changes nothing)."""
+        does not exist and changes nothing), `flashinfer_sampler` VLLM_USE_FLASHINFER_SAMPLER
+        (None: unset)."""
         if not OLDEST_SUPPORTED <= version <= NEWEST_SUPPORTED:
             raise InvalidRequest(
                 f"vLLM {version} is outside the versions whose memory terms are known "
@@ -160,8 +201,22 @@ class MemoryRules:
             capture_grid_2025=version >= CAPTURE_GRID_SINCE,
             language_model_only=version >= LANGUAGE_MODEL_ONLY_SINCE,
             init_communicators_subtracted=version < SNAPSHOT_AFTER_NCCL_SINCE,
+            sampler=sampler_path(version, flashinfer_sampler),
         )
 
     @classmethod
     def newest(cls) -> MemoryRules:
         return cls.of(NEWEST_SUPPORTED)
+
+
+def sampler_path(version: VllmVersion, flashinfer_sampler: bool | None = None) -> SamplerPath:
+    """The top-k/top-p path of `version`'s sampler with VLLM_USE_FLASHINFER_SAMPLER as
+    given (None: unset). FlashInfer is taken as installed, as it is with vLLM's CUDA wheels
+    and images (the pip-installed 0.10.1.1 of a calibration log samples with it)."""
+    if flashinfer_sampler is None:
+        flashinfer_sampler = version < FLASHINFER_SAMPLER_OPT_IN_SINCE
+    if flashinfer_sampler:
+        return SamplerPath.FLASHINFER
+    if version >= TRITON_TOP_K_TOP_P_SINCE:
+        return SamplerPath.TRITON
+    return SamplerPath.TORCH_SORT

@@ -128,6 +128,14 @@ def register(subparsers: Any) -> None:
         "the vLLM version's default: on from 0.20; the variable exists from 0.18)",
     )
     parser.add_argument(
+        "--flashinfer-sampler",
+        choices=("on", "off"),
+        default=None,
+        help="VLLM_USE_FLASHINFER_SAMPLER as the engines will have it: how the profiling "
+        "run's sampler applies top-k/top-p, which sizes its memory (default: unset, the "
+        "version's own: FlashInfer before 0.12, a sort through 0.16, Triton from 0.17)",
+    )
+    parser.add_argument(
         "--language-model-only",
         action="store_true",
         help="vLLM's --language-model-only: a multimodal model's encoder is not loaded",
@@ -153,19 +161,25 @@ _NEWEST_VLLM = "0.32"
 """policies.vllm_versions.NEWEST_SUPPORTED, without importing the policy for `--help`."""
 
 
-def vllm_rules(version: str | None, cuda_graph_estimate: str | None) -> MemoryRules:
+def vllm_rules(
+    version: str | None, cuda_graph_estimate: str | None, flashinfer_sampler: str | None = None
+) -> MemoryRules:
     """The memory rules `plan` applies: `version`'s, else the installed vLLM's (the
     nearest supported version's outside the supported range)."""
     from cluster.fleet.admission_gate import installed_rules_version
     from policies.vllm_versions import MemoryRules, VllmVersion
 
     estimate = None if cuda_graph_estimate is None else cuda_graph_estimate == "on"
+    sampler = None if flashinfer_sampler is None else flashinfer_sampler == "on"
     if version is not None:
         try:
-            return MemoryRules.of(VllmVersion.parse(version), cuda_graph_estimate=estimate)
+            parsed = VllmVersion.parse(version)
+            return MemoryRules.of(parsed, cuda_graph_estimate=estimate, flashinfer_sampler=sampler)
         except ValueError as exc:
             raise UserInputError(f"--vllm-version: {exc}") from exc
-    return MemoryRules.of(installed_rules_version(), cuda_graph_estimate=estimate)
+    return MemoryRules.of(
+        installed_rules_version(), cuda_graph_estimate=estimate, flashinfer_sampler=sampler
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -190,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
             enforce_eager=args.enforce_eager,
             dcp=args.dcp,
             objective=Objective(args.objective),
-            vllm=vllm_rules(args.vllm_version, args.cuda_graph_estimate),
+            vllm=vllm_rules(args.vllm_version, args.cuda_graph_estimate, args.flashinfer_sampler),
             language_model_only=args.language_model_only or _recipe_sets_language_only(spec),
         )
         decision = admit(spec, weights, inventory, request)

@@ -3,31 +3,35 @@ that never sees the log it predicts."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import yaml
 from pydantic import ValidationError
 
+from benchmarks import kv_calibration
 from benchmarks.calibration_logs import LOGS_FILE, load_logs
 from benchmarks.kv_calibration import Prediction, fit
 from policies.engine_memory import FittedConstants
 from policies.layout import Layout
 from policies.memory import KvCacheDtype
+from policies.units import MIB
 
 LOGS = load_logs()
 
 
-def test_the_set_covers_what_the_memory_model_must_hold_for() -> None:
-    assert len(LOGS) >= 8
-    gpus = {log.gpu.name or log.gpu.profile for log in LOGS}
+def test_the_counted_logs_cover_what_the_memory_model_must_hold_for() -> None:
+    counted = [log for log in LOGS if not log.gpu.unified_memory]
+    assert len(counted) >= 8
+    gpus = {log.gpu.name or log.gpu.profile for log in counted}
     assert len(gpus) >= 3, gpus
-    attention = {log.spec().attention.mla is not None for log in LOGS}
+    attention = {log.spec().attention.mla is not None for log in counted}
     assert attention == {True, False}, "MLA and GQA models"
-    tps = {log.layout().tp for log in LOGS}
+    tps = {log.layout().tp for log in counted}
     assert {1, 8} <= tps, tps
-    assert {log.request().kv_cache_dtype for log in LOGS} == set(KvCacheDtype)
-    assert any(log.layout().dcp > 1 for log in LOGS)
+    assert {log.request().kv_cache_dtype for log in counted} == set(KvCacheDtype)
+    assert any(log.layout().dcp > 1 for log in counted)
 
 
 def test_every_log_names_its_source_version_and_logged_kv_size() -> None:
@@ -73,6 +77,24 @@ def test_a_log_left_out_is_predicted_with_constants_fitted_to_the_others_only() 
     assert fit(table, logs, [0, 1, 2]) == small
     assert fit(table, logs, [2]) == large, "fitted to what it keeps only"
     assert fit(table, logs, [0, 1]) == small
+
+
+def test_a_unified_memory_log_is_shown_but_neither_fitted_nor_held_to_the_target(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A coarse grid: the subject is which logs the fit sees, not the constants.
+    monkeypatch.setattr(kv_calibration, "GRAPH_GRID", (0, 192 * 1024, 1024 * 1024))
+    monkeypatch.setattr(kv_calibration, "RUNTIME_GRID", (0, 512 * MIB, 2048 * MIB))
+    gb10 = next(log for log in LOGS if log.gpu.unified_memory)
+    counted = [log for log in LOGS if not log.gpu.unified_memory][:2]
+    found, fitted = kv_calibration.rows([*counted, gb10])
+    assert [r.counted for r in found] == [True, True, False]
+    assert kv_calibration.rows(counted)[1] == fitted, "the fit never sees it"
+    assert found[2].left_out_tokens == found[2].in_sample_tokens
+    missed = replace(found[2], left_out_tokens=found[2].logged_tokens * 3)
+    assert kv_calibration.verdict([*found[:2], missed]) == kv_calibration.verdict(found[:2]) | {
+        "shown_not_counted": 1
+    }
 
 
 def test_a_malformed_entry_is_refused_naming_its_field(tmp_path: Path) -> None:

@@ -134,6 +134,23 @@ MINIMAX = reference_path("MiniMax-M2.5")
 CLUSTER = ["--gpu", "h200", "--gpus-per-node", "8"]
 
 
+def test_the_vllm_version_and_its_sampler_variable_size_the_kv_cache(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def tokens(*flags: str) -> int:
+        code, out, _ = run_plan(capsys, MINIMAX, *CLUSTER, "--json", *flags)
+        assert code == 0
+        return int(json.loads(out)["recommended"]["kv_cache_tokens"])
+
+    sorting = tokens("--vllm-version", "0.16")
+    assert sorting < tokens("--vllm-version", "0.16", "--flashinfer-sampler", "on")
+    assert sorting < tokens("--vllm-version", "0.17")
+    # From 0.17 the variable only chooses between FlashInfer and Triton, never the sort.
+    assert tokens("--vllm-version", "0.17", "--flashinfer-sampler", "off") == tokens(
+        "--vllm-version", "0.17"
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -10,7 +10,7 @@ from policies.engine_memory import MemoryTerm
 from policies.errors import InvalidRequest
 from policies.inventory import ClusterInventory
 from policies.layout import Layout
-from policies.vllm_versions import TERM_RULES, MemoryRules, VllmVersion
+from policies.vllm_versions import TERM_RULES, MemoryRules, SamplerPath, VllmVersion
 
 RTX_BOX = ClusterInventory.homogeneous("rtx-pro-6000", 1, 8, disk_free_gib=1200)
 
@@ -37,6 +37,34 @@ def test_the_cuda_graph_estimate_is_subtracted_from_020_or_where_the_variable_as
     assert MemoryRules.of(VllmVersion(0, 18), cuda_graph_estimate=True).cuda_graphs_subtracted
     # Before 0.18 the variable does not exist: setting it changes nothing.
     assert not MemoryRules.of(VllmVersion(0, 17), cuda_graph_estimate=True).cuda_graphs_subtracted
+
+
+@pytest.mark.parametrize(
+    ("minor", "variable", "path"),
+    [
+        (10, None, SamplerPath.FLASHINFER),  # on wherever FlashInfer is installed
+        (11, False, SamplerPath.TORCH_SORT),
+        (12, None, SamplerPath.TORCH_SORT),  # FlashInfer opt-in from 0.12
+        (16, None, SamplerPath.TORCH_SORT),
+        (16, True, SamplerPath.FLASHINFER),
+        (17, None, SamplerPath.TRITON),  # topk_topp_triton.py from 0.17.0
+        (32, False, SamplerPath.TRITON),
+        (32, True, SamplerPath.FLASHINFER),
+    ],
+)
+def test_the_samplers_top_k_top_p_path_follows_the_version_and_its_variable(
+    minor: int, variable: bool | None, path: SamplerPath
+) -> None:
+    assert MemoryRules.of(VllmVersion(0, minor), flashinfer_sampler=variable).sampler is path
+
+
+def test_a_sorting_sampler_leaves_less_kv_than_tritons(minimax: ModelSpec) -> None:
+    def tokens(minor: int) -> int:
+        request = AdmissionRequest(layout=Layout(tp=4), vllm=MemoryRules.of(VllmVersion(0, minor)))
+        return admit(minimax, None, RTX_BOX, request).candidate(Layout(tp=4)).kv_cache_tokens
+
+    # 1,024 rows over a 200,064-token vocabulary: 24 more bytes per logit, about 4.6 GiB.
+    assert tokens(16) < tokens(17) * 0.85
 
 
 def test_older_versions_capture_piecewise_graphs_on_the_older_grid() -> None:
