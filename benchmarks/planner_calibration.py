@@ -18,7 +18,7 @@ Sources:
 - recipes12: https://github.com/vllm-project/recipes/pull/12 -- Qwen3-Coder-480B-A35B FP8,
   DP8 + EP on H20 nodes, vLLM 0.10.1: "62.00 GiB KV cache is needed" for 262,144 tokens.
 
-The KV cache sizes themselves are checked, cross-validated, against twelve real vLLM logs by
+The KV cache sizes themselves are checked, cross-validated, against real vLLM logs by
 `python -m benchmarks run kv-calibration`, which also fits the memory model's two fitted
 constants; the CUDA-graph row below is an independent check of one of them.
 """

@@ -95,7 +95,7 @@ def test_kimi_fits_tp8_with_fp8_kv_at_093_at_half_context_or_with_dcp(kimi: Mode
     assert tp8.max_concurrency >= 1
     assert decision.admitted
     # The full 262k context at vLLM's default batch settings. Reversed on purpose by the
-    # admission-truth issue: the CUDA-graph and runtime constants, refitted to twelve real
+    # admission-truth issue: the CUDA-graph and runtime constants, refitted to real
     # vLLM logs (python -m benchmarks run kv-calibration), leave TP8 room for it, as the
     # field's ~449,600 logged tokens say; decode context parallel still shards it eight ways.
     full = AdmissionRequest(gpu_memory_utilization=0.93, kv_cache_dtype=KvCacheDtype.FP8)
