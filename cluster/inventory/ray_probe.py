@@ -40,7 +40,8 @@ def probe_cluster(
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     nodes: list[dict[str, Any]] = [n for n in ray.nodes() if n["Alive"]]  # type: ignore[no-untyped-call]
-    task = build_probe_task()
+    # Built only where it is used: the manager probes on its agents at every operation.
+    task: Any = build_probe_task() if agents is None else None
     pending = []
     for node in sorted(nodes, key=lambda n: str(n["NodeID"])):
         resources = node.get("Resources", {})
