@@ -370,8 +370,9 @@ def _wake_from_sleep(
         parked = ctx.desired.model(name) or model
         publish_parked(ctx, parked, error=f"its engine failed to wake: {exc}", wake_ended=True)
         return ended(Outcome.FAILED, f"{name} failed to wake and stays parked, unloaded: {exc}")
-    seconds = ctx.clock.monotonic() - started
-    woke_s = ctx.clock.monotonic() - waking_since
+    woken_at = ctx.clock.monotonic()
+    seconds = woken_at - started
+    woke_s = woken_at - waking_since
     record = WakeRecord(
         path=predicted.path.value, physics_s=predicted.physics_s, measured_s=round(woke_s, 3)
     )
