@@ -130,13 +130,7 @@ class CalibrationLog(_Strict):
         return _inventory(profile, self.gpu.count)
 
     def rules(self) -> MemoryRules:
-        graphs = self.environment.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
-        sampler = self.environment.get("VLLM_USE_FLASHINFER_SAMPLER")
-        return MemoryRules.of(
-            VllmVersion.parse(self.vllm_version),
-            cuda_graph_estimate=None if graphs is None else graphs != "0",
-            flashinfer_sampler=None if sampler is None else sampler != "0",
-        )
+        return MemoryRules.from_environment(VllmVersion.parse(self.vllm_version), self.environment)
 
     def request(self, constants: FittedConstants | None = None) -> AdmissionRequest:
         """The planner's request for this deployment, from the engine arguments shown

@@ -13,6 +13,7 @@ check them).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -202,6 +203,22 @@ class MemoryRules:
             language_model_only=version >= LANGUAGE_MODEL_ONLY_SINCE,
             init_communicators_subtracted=version < SNAPSHOT_AFTER_NCCL_SINCE,
             sampler=sampler_path(version, flashinfer_sampler),
+        )
+
+    @classmethod
+    def from_environment(cls, version: VllmVersion, environment: Mapping[str, str]) -> MemoryRules:
+        """`version`'s rules under the engines' `environment`:
+        VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS and VLLM_USE_FLASHINFER_SAMPLER, each on
+        unless "0", and the version's default where unset."""
+
+        def flag(name: str) -> bool | None:
+            value = environment.get(name)
+            return None if value is None else value != "0"
+
+        return cls.of(
+            version,
+            cuda_graph_estimate=flag("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"),
+            flashinfer_sampler=flag("VLLM_USE_FLASHINFER_SAMPLER"),
         )
 
     @classmethod

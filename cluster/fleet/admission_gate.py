@@ -87,13 +87,7 @@ def installed_rules_version() -> VllmVersion:
 def engine_memory_rules() -> MemoryRules:
     """The installed vLLM's rules, with the CUDA-graph estimate and sampler flags the
     engines inherit."""
-    graphs = os.environ.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")
-    sampler = os.environ.get("VLLM_USE_FLASHINFER_SAMPLER")
-    return MemoryRules.of(
-        installed_rules_version(),
-        cuda_graph_estimate=None if graphs is None else graphs != "0",
-        flashinfer_sampler=None if sampler is None else sampler != "0",
-    )
+    return MemoryRules.from_environment(installed_rules_version(), os.environ)
 
 
 def deployment_key(

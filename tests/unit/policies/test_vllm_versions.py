@@ -67,6 +67,17 @@ def test_a_sorting_sampler_leaves_less_kv_than_tritons(minimax: ModelSpec) -> No
     assert tokens(16) < tokens(17) * 0.85
 
 
+def test_the_engines_environment_sets_both_flags_on_unless_zero() -> None:
+    v = VllmVersion(0, 18)
+    assert MemoryRules.from_environment(v, {}) == MemoryRules.of(v)
+    both = {"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "1", "VLLM_USE_FLASHINFER_SAMPLER": "1"}
+    assert MemoryRules.from_environment(v, both) == MemoryRules.of(
+        v, cuda_graph_estimate=True, flashinfer_sampler=True
+    )
+    off = {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
+    assert MemoryRules.from_environment(VllmVersion(0, 11), off).sampler is SamplerPath.TORCH_SORT
+
+
 def test_older_versions_capture_piecewise_graphs_on_the_older_grid() -> None:
     old, new = MemoryRules.of(VllmVersion(0, 10)), MemoryRules.of(VllmVersion(0, 12))
     assert not old.full_cuda_graphs and not old.capture_grid_2025
