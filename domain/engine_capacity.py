@@ -88,13 +88,16 @@ _MEMORY_ENGINE_FIELDS = (
     "enforce_eager",
     "max_num_seqs",
     "max_num_batched_tokens",
+    # A typed field (a fleet entry's `park_mode: sleep` sets it): vLLM's sleep-mode
+    # allocator (CuMemAllocator) holds the weights and KV cache, so its engine may log
+    # other figures than the same engine without it.
+    "enable_sleep_mode",
 )
 # Engine arguments outside EngineConfig's own fields that change what vLLM subtracts before
 # it sizes the KV cache (they travel in `engine.extra`).
 _MEMORY_EXTRA_ARGS = (
     "kv_cache_memory_bytes",
     "language_model_only",
-    "enable_sleep_mode",
     "cudagraph_capture_sizes",
     "compilation_config",
     "block_size",

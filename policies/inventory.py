@@ -97,10 +97,14 @@ class GpuProfile:
         )
 
 
-# Memory, HBM bandwidth and interconnect are the shared reference's figures. Link bandwidth is
-# the measured PCIe P2P rate where known, else half the quoted bidirectional NVLink rate; the
-# per-step latencies are planning assumptions for the cost model, not measurements. FLOPs are
-# the datasheets' dense tensor-core peaks (the sparse figures halved).
+# Memory, HBM bandwidth and interconnect are the shared reference's figures for the five GPUs
+# it lists; for the others (the names NVML prints for H100 PCIe and NVL, H200 NVL, the Max-Q
+# RTX PRO 6000 and B200) memory is what nvidia-smi shows in MiB and bandwidth the datasheet's.
+# A probed node replaces the memory with what CUDA gives the engine (docs/inventory.md). Link
+# bandwidth is the measured PCIe P2P rate where known (Gen5 cards without one: 50 GB/s, a
+# planning figure), else half the quoted bidirectional NVLink rate; the per-step latencies are
+# planning assumptions for the cost model, not measurements. FLOPs are the datasheets' dense
+# tensor-core peaks (the sparse figures halved).
 _PROFILES: Final = (
     GpuProfile(
         name="rtx-pro-6000-blackwell",
@@ -124,8 +128,52 @@ _PROFILES: Final = (
             "rtx-pro-6000-server",
             "rtx-pro-6000-workstation",
             "rtxpro6000",
+            # The names NVML prints (the Server and the 600 W Workstation Edition are one
+            # chip with the same memory and clocks).
             "nvidia-rtx-pro-6000-blackwell-server-edition",
+            "nvidia-rtx-pro-6000-blackwell-workstation-edition",
         ),
+    ),
+    GpuProfile(
+        name="rtx-pro-6000-blackwell-max-q",
+        memory_bytes=97_887 * MIB,
+        hbm_bandwidth_gbps=1_792.0,
+        interconnect=Interconnect.PCIE,
+        link_bandwidth_gbps=54.0,
+        link_latency_us=4.0,
+        compute_capability=(12, 0),
+        native_fp8=True,
+        host_link_gbps=50.0,  # PCIe Gen5 x16
+        sm_count=188,
+        # The 300 W edition: the same chip and memory, its AI TOPS 3,511 against the 600 W
+        # edition's 4,000 (sparse fp4), so every peak scaled by that ratio.
+        bf16_tflops=219.0,
+        fp8_tflops=439.0,
+        fp4_tflops=878.0,
+        datasheet="https://www.nvidia.com/en-us/products/workstations/professional-desktop-gpus/rtx-pro-6000-max-q/",
+        aliases=(
+            "rtx-pro-6000-max-q",
+            "nvidia-rtx-pro-6000-blackwell-max-q-workstation-edition",
+        ),
+    ),
+    GpuProfile(
+        name="b200",
+        memory_bytes=183_359 * MIB,
+        hbm_bandwidth_gbps=8_000.0,
+        interconnect=Interconnect.NVLINK,
+        link_bandwidth_gbps=900.0,  # NVLink 5: 1.8 TB/s both directions
+        link_latency_us=0.5,
+        compute_capability=(10, 0),
+        native_fp8=True,
+        host_link_gbps=50.0,  # PCIe Gen5 x16 to the host
+        sm_count=148,
+        # HGX B200 quotes 8 GPUs with sparsity (bf16 36, fp8 72, fp4 144 PFLOPS): per GPU,
+        # dense, an eighth halved.
+        bf16_tflops=2_250.0,
+        fp8_tflops=4_500.0,
+        fp4_tflops=9_000.0,
+        datasheet="https://www.nvidia.com/en-us/data-center/hgx/",
+        aliases=("b200-sxm", "nvidia-b200"),
     ),
     GpuProfile(
         name="h200",
@@ -144,6 +192,24 @@ _PROFILES: Final = (
         aliases=("h200-sxm", "nvidia-h200"),
     ),
     GpuProfile(
+        name="h200-nvl",
+        memory_bytes=143_771 * MIB,
+        hbm_bandwidth_gbps=4_800.0,
+        # The PCIe card; an NVLink bridge joins two or four of them (900 GB/s), which the
+        # probe's NVLink check sees where it is fitted.
+        interconnect=Interconnect.PCIE,
+        link_bandwidth_gbps=50.0,
+        link_latency_us=4.0,
+        compute_capability=(9, 0),
+        native_fp8=True,
+        host_link_gbps=50.0,  # PCIe Gen5 x16
+        sm_count=132,
+        bf16_tflops=835.0,
+        fp8_tflops=1_671.0,
+        datasheet="https://www.nvidia.com/en-us/data-center/h200/",
+        aliases=("nvidia-h200-nvl",),
+    ),
+    GpuProfile(
         name="h100",
         memory_bytes=79 * GIB,
         hbm_bandwidth_gbps=3_350.0,
@@ -158,6 +224,39 @@ _PROFILES: Final = (
         fp8_tflops=1979.0,
         datasheet="https://www.nvidia.com/en-us/data-center/h100/",
         aliases=("h100-sxm", "h100-80g", "h100-80gb", "nvidia-h100-80gb-hbm3"),
+    ),
+    GpuProfile(
+        name="h100-pcie",
+        memory_bytes=81_559 * MIB,
+        hbm_bandwidth_gbps=2_000.0,  # HBM2e
+        interconnect=Interconnect.PCIE,
+        link_bandwidth_gbps=50.0,
+        link_latency_us=4.0,
+        compute_capability=(9, 0),
+        native_fp8=True,
+        host_link_gbps=50.0,  # PCIe Gen5 x16
+        sm_count=114,
+        bf16_tflops=756.0,
+        fp8_tflops=1_513.0,
+        datasheet="https://www.nvidia.com/en-us/data-center/h100/",
+        aliases=("nvidia-h100-pcie", "h100-pcie-80gb"),
+    ),
+    GpuProfile(
+        name="h100-nvl",
+        memory_bytes=95_830 * MIB,
+        hbm_bandwidth_gbps=3_900.0,
+        # A PCIe card; NVLink bridges join pairs (600 GB/s), seen by the probe where fitted.
+        interconnect=Interconnect.PCIE,
+        link_bandwidth_gbps=50.0,
+        link_latency_us=4.0,
+        compute_capability=(9, 0),
+        native_fp8=True,
+        host_link_gbps=50.0,  # PCIe Gen5 x16
+        sm_count=132,
+        bf16_tflops=835.0,
+        fp8_tflops=1_671.0,
+        datasheet="https://www.nvidia.com/en-us/data-center/h100/",
+        aliases=("nvidia-h100-nvl",),
     ),
     GpuProfile(
         name="a100-80g",
@@ -205,8 +304,10 @@ def _normalise(kind: str) -> str:
 
 
 def gpu_profile(kind: str) -> GpuProfile:
-    """Look a built-in profile up by name or alias (case, spaces and underscores ignored)."""
-    profile = _BY_ALIAS.get(_normalise(kind))
+    """Look a built-in profile up by name or alias (case, spaces and underscores ignored),
+    or by the name NVML prints ("NVIDIA H100 PCIe": the vendor's prefix is dropped)."""
+    key = _normalise(kind)
+    profile = _BY_ALIAS.get(key) or _BY_ALIAS.get(key.removeprefix("nvidia-"))
     if profile is None:
         raise UnknownGpu(
             f"unknown GPU kind {kind!r}; known: " + ", ".join(sorted(BUILTIN_GPU_PROFILES))

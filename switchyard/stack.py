@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from cluster.atomic_file import atomic_write_text
 from cluster.fleet.journal import check_state_format
@@ -95,6 +95,13 @@ class Stack:
         self.started_head = connection.started_local_head and not connection.reused
         connect(connection.address)
         self.address = connection.address
+        if config.accelerator_from_cluster:
+            from cluster.startup.ray_runtime import cluster_gpus
+
+            gpus = cluster_gpus()
+            kind: Literal["gpu", "cpu"] = "gpu" if gpus else "cpu"
+            self._report(f"--accelerator auto: the cluster's nodes declare {gpus} GPUs: {kind}")
+            config = self._config = config.with_accelerator(kind)
 
         from cluster.clients.manager_client import RayManagerClient
         from cluster.clients.registry_client import RayRegistryClient

@@ -42,6 +42,9 @@ class StackConfig(BaseModel):
     port: int = Field(8000, ge=1, le=65535)
     state_dir: Path = Field(default_factory=default_state_dir)
     accelerator: Literal["gpu", "cpu"] = "cpu"
+    accelerator_from_cluster: bool = False
+    """`--accelerator auto` with `--address`: the kind is the joined cluster's (gpu where its
+    nodes declare a `GPU`), decided once joined (`with_accelerator`)."""
     models: tuple[ModelDeploymentConfig, ...] = ()
     gateway: GatewaySettings = GatewaySettings()
     local_head: LocalHeadConfig = LocalHeadConfig()
@@ -102,6 +105,22 @@ class StackConfig(BaseModel):
                 f"authentication is off (RAY_AUTH_MODE={self.effective_ray_auth_mode}); "
                 "set RAY_AUTH_MODE=token (with the cluster's token) or keep 127.0.0.1"
             )
+
+    def with_accelerator(self, kind: Literal["gpu", "cpu"]) -> StackConfig:
+        """The same stack on `kind`: each model's accelerator, and the CPU's eager mode
+        (`up` sets `enforce_eager` by the accelerator alone)."""
+        models = tuple(
+            m.model_copy(
+                update={
+                    "accelerator": m.accelerator.model_copy(update={"kind": kind}),
+                    "engine": m.engine.model_copy(update={"enforce_eager": kind == "cpu"}),
+                }
+            )
+            for m in self.models
+        )
+        return self.model_copy(
+            update={"accelerator": kind, "models": models, "accelerator_from_cluster": False}
+        )
 
     @property
     def effective_ray_auth_mode(self) -> str:

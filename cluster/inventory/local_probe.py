@@ -31,7 +31,8 @@ def probe_this_node(
     ray_gpu_kind: str | None = None,
 ) -> NodeProbe:
     """`ray_gpus`/`ray_gpu_kind`: what Ray says the node has (its `GPU` resource and
-    `accelerator_type:`), used only when neither NVML nor nvidia-smi can be read."""
+    `accelerator_type:`): the GPUs themselves when neither NVML nor nvidia-smi can be read,
+    else the count set beside what they saw (overrides.base_facts)."""
     notes: list[str] = []
     gpus = read_gpus(notes)
     if not gpus.devices and ray_gpus > 0:
@@ -50,6 +51,7 @@ def probe_this_node(
         labels=labels,
         notes=tuple(notes),
         cpu_amx_tiles=cpu_amx_tiles(),
+        ray_gpus=ray_gpus,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cluster.inventory.cuda_memory import cuda_totals, normalised_bus_id
 from cluster.inventory.records import GpuDevice, GpuFacts, GpuFactSource
 from policies.inventory import Interconnect
 
@@ -34,12 +35,19 @@ def _read_devices(nvml: Any) -> GpuFacts:
     if count == 0:
         raise NvmlUnavailable("NVML sees no GPU")
     handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
+    cuda = cuda_totals()
     devices = []
     for index, handle in enumerate(handles):
-        name = nvml.nvmlDeviceGetName(handle)
-        # nvidia-ml-py < 11.5 returns bytes.
-        model = name.decode() if isinstance(name, bytes) else str(name)
-        devices.append(GpuDevice(index, model, int(nvml.nvmlDeviceGetMemoryInfo(handle).total)))
+        model = _text(nvml.nvmlDeviceGetName(handle))
+        bus = normalised_bus_id(_text(nvml.nvmlDeviceGetPciInfo(handle).busId))
+        devices.append(
+            GpuDevice(
+                index,
+                model,
+                int(nvml.nvmlDeviceGetMemoryInfo(handle).total),
+                cuda_memory_bytes=cuda.get(bus),
+            )
+        )
     pairs = [(a, b) for a in range(count) for b in range(count) if a != b]
     nvlink = [_p2p_ok(nvml, handles[a], handles[b], "NVML_P2P_CAPS_INDEX_NVLINK") for a, b in pairs]
     read = [_p2p_ok(nvml, handles[a], handles[b], "NVML_P2P_CAPS_INDEX_READ") for a, b in pairs]
@@ -49,6 +57,11 @@ def _read_devices(nvml: Any) -> GpuFacts:
         source=GpuFactSource.NVML,
         p2p_ok=None if not read or None in read else all(read),
     )
+
+
+def _text(value: bytes | str) -> str:
+    # nvidia-ml-py < 11.5 returns bytes.
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _p2p_ok(nvml: Any, a: Any, b: Any, caps: str) -> bool | None:

@@ -145,21 +145,24 @@ def base_facts(probe: NodeProbe, *, standin_memory_gib: float) -> NodeFacts:
     devices = probe.gpus.devices
     if devices:
         models = [d.model for d in devices]
+        count = ray_gpu_count(probe)
         return NodeFacts(
             node_id=probe.node_id,
             node_ip=probe.node_ip,
             hostname=probe.hostname,
-            accelerator="gpu",
+            accelerator="gpu" if count else "none",
             # A node mixing kinds is planned as its most common kind, with its smallest memory.
             gpu_model=max(set(models), key=models.count),
-            gpu_count=len(devices),
-            gpu_memory_bytes=min(d.memory_bytes for d in devices),
+            gpu_count=count,
+            gpu_memory_bytes=min(d.usable_bytes for d in devices),
             interconnect=probe.gpus.interconnect,
             disk_free_bytes=probe.disk_free_bytes,
             host_ram_bytes=probe.host_ram_bytes,
             cache_dir=probe.cache_dir,
             source=probe.gpus.source,
             notes=probe.notes,
+            ray_gpus=probe.ray_gpus,
+            probed_gpus=len(devices),
         )
     standin = probe.standin_slots > 0
     return NodeFacts(
@@ -178,6 +181,47 @@ def base_facts(probe: NodeProbe, *, standin_memory_gib: float) -> NodeFacts:
         notes=probe.notes,
         cpu_amx_tiles=probe.cpu_amx_tiles,
     )
+
+
+def ray_gpu_count(probe: NodeProbe) -> int:
+    """The GPUs admission may plan on a node whose GPUs the probe saw: Ray's count where it
+    differs (Ray places the engines, so a GPU it was not given cannot host one: a raylet
+    started with `--num-gpus` or a `CUDA_VISIBLE_DEVICES`), else the probe's."""
+    seen = len(probe.gpus.devices)
+    if probe.ray_gpus is None or probe.gpus.source not in _SEES_GPUS:
+        return seen
+    return probe.ray_gpus
+
+
+_SEES_GPUS = frozenset({GpuFactSource.NVML, GpuFactSource.NVIDIA_SMI})
+
+
+def gpu_count_warnings(facts: tuple[NodeFacts, ...]) -> list[str]:
+    """Where Ray's count and the probe's differ, and raylets of one machine that declare more
+    GPUs together than it has (each counted all of them: two engines could open one GPU)."""
+    warnings = []
+    by_host: dict[str, list[NodeFacts]] = {}
+    for node in facts:
+        if node.source not in _SEES_GPUS or node.ray_gpus is None:
+            continue
+        by_host.setdefault(node.hostname, []).append(node)
+        if node.ray_gpus != node.probed_gpus:
+            warnings.append(
+                f"node {node.name}: Ray declares {node.ray_gpus} GPUs and "
+                f"{node.source.value} sees {node.probed_gpus}; planned with Ray's "
+                f"{node.ray_gpus} (its raylet's --num-gpus or CUDA_VISIBLE_DEVICES)"
+            )
+    for host, nodes in sorted(by_host.items()):
+        declared = sum(n.ray_gpus or 0 for n in nodes)
+        machine = max(n.probed_gpus for n in nodes)
+        if len(nodes) > 1 and declared > machine:
+            names = ", ".join(n.name for n in nodes)
+            warnings.append(
+                f"host {host}: its raylets ({names}) declare {declared} GPUs together and it "
+                f"has {machine}: each counted the machine's GPUs; start every raylet with "
+                "--num-gpus (the control-plane head 0)"
+            )
+    return warnings
 
 
 def apply_overrides(

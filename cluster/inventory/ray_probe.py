@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from cluster.inventory.local_probe import probe_this_node
 from cluster.inventory.node_roles import cache_dir_for
-from cluster.inventory.overrides import InventoryConfig, apply_overrides, unmatched
+from cluster.inventory.overrides import (
+    InventoryConfig,
+    apply_overrides,
+    gpu_count_warnings,
+    unmatched,
+)
 from cluster.inventory.ray_node_entry import identity_of
 from cluster.inventory.records import NodeProbe, ProbedCluster
 from serve_apps.internals import available_resources_per_node
@@ -82,6 +87,7 @@ def probe_cluster(
     facts = tuple(
         apply_overrides(p, config.overrides, standin_memory_gib=standin_memory_gib) for p in probes
     )
+    problems += gpu_count_warnings(facts)
     available = available_resources_per_node()
     totals = {str(n["NodeID"]): dict(n.get("Resources", {})) for n in nodes}
     return ProbedCluster(

@@ -25,6 +25,26 @@ class GpuDevice:
     model: str
     """The driver's product name, e.g. "NVIDIA H200"."""
     memory_bytes: int
+    """The total NVML (or nvidia-smi) reports."""
+    cuda_memory_bytes: int | None = None
+    """The total CUDA gives a process on this device (`cuDeviceTotalMem`, what vLLM budgets
+    `gpu_memory_utilization` of): NVML's less what the driver reserves; None when the CUDA
+    driver library could not be asked."""
+
+    @property
+    def usable_bytes(self) -> int:
+        """What an engine can budget: CUDA's figure, else NVML's less the driver's reserve
+        (an estimate, `DRIVER_RESERVE_FRACTION`)."""
+        if self.cuda_memory_bytes is not None:
+            return self.cuda_memory_bytes
+        return int(self.memory_bytes * (1 - DRIVER_RESERVE_FRACTION))
+
+
+DRIVER_RESERVE_FRACTION = 0.0065
+"""What CUDA's total falls short of NVML's, where CUDA could not be asked: an estimate from two
+pairs (an RTX PRO 6000: NVML 97,887 MiB, CUDA 638 MiB less; an H100 80GB HBM3: NVML 81,559 MiB,
+CUDA about 470 MiB less). It takes 636 and 530 MiB off them: within 3 MiB of the first and
+60 MiB on the safe side of the second (docs/inventory.md)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +79,8 @@ class NodeProbe:
     cpu_amx_tiles: bool = False
     """The CPU has Intel AMX tiles (/proc/cpuinfo `amx_tile`): vLLM's CPU engine picks its
     AMX kernels, and their KV block size, there."""
+    ray_gpus: int | None = None
+    """The `GPU`s Ray's raylet on this node declares (None: not asked)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +105,10 @@ class NodeFacts:
     notes: tuple[str, ...] = field(default=())
     cpu_amx_tiles: bool = False
     """As probed (NodeProbe.cpu_amx_tiles)."""
+    ray_gpus: int | None = None
+    """The `GPU`s Ray declares on the node (NodeProbe.ray_gpus)."""
+    probed_gpus: int = 0
+    """The GPUs NVML (or nvidia-smi) saw; `gpu_count` is Ray's where the two differ."""
 
     @property
     def name(self) -> str:
@@ -98,6 +124,8 @@ class NodeFacts:
             "accelerator": self.accelerator,
             "gpu_model": self.gpu_model,
             "gpu_count": self.gpu_count,
+            "gpu_count_ray": self.ray_gpus,
+            "gpu_count_nvml": self.probed_gpus if self.source in _PROBED else None,
             "gpu_memory_bytes": self.gpu_memory_bytes,
             "interconnect": None if self.interconnect is None else self.interconnect.value,
             "disk_free_bytes": self.disk_free_bytes,
@@ -110,6 +138,10 @@ class NodeFacts:
         }
 
 
+_PROBED = frozenset({GpuFactSource.NVML, GpuFactSource.NVIDIA_SMI})
+"""Sources that saw the GPUs themselves (the others are Ray's or the stand-in's word)."""
+
+
 @dataclass(frozen=True)
 class ProbedCluster:
     """Every alive node's facts after overrides, with what Ray still has free."""
@@ -118,7 +150,8 @@ class ProbedCluster:
     available: dict[str, dict[str, float]]
     """Ray's available resources per full node id, read right after the probes."""
     problems: tuple[str, ...]
-    """Nodes whose probe failed and overrides that matched no node."""
+    """Nodes whose probe failed, overrides that matched no node, and GPU counts Ray and the
+    probe disagree on (`overrides.gpu_count_warnings`)."""
     totals: dict[str, dict[str, float]] = field(default_factory=dict)
     """Ray's total resources per full node id (what is in use: totals less available)."""
 

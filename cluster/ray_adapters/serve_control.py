@@ -156,7 +156,12 @@ class ServeControl:
 
             return build_fake_engine_app(app, config, model_path, self._fake_engines, weights)
         from serve_apps.engine.model_app import build_model_app
+        from serve_apps.engine.serve_llm_imports import pairing_problem
 
+        # `up` checked its own install; a job's `add` may run beside another one.
+        problem = pairing_problem()
+        if problem is not None:
+            raise DeployFailed(problem)
         return build_model_app(app, config, model_path, weights)
 
     def _wait_running(self, app_name: str, timeout_s: float) -> None:

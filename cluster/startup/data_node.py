@@ -2,11 +2,11 @@
 
 With `up --gcs-store`, the head runs the control plane only (the GCS, the dashboard,
 Serve's controller, the fleet manager and the registry) and declares no accelerator
-slots. `up` starts a second raylet on this machine that joins the head, labelled
-`switchyard.io/role=ingress` and declaring the stand-in slots: the gateway and every
-engine run there. When the head's processes die, the data node's raylet waits for the
-GCS (`RAY_gcs_rpc_server_reconnect_timeout_s`), and the gateway and engines it hosts keep
-serving from what they hold.
+slots and `--num-gpus 0`. `up` starts a second raylet on this machine that joins the head,
+labelled `switchyard.io/role=ingress` and declaring the stand-in slots and the machine's
+GPUs: the gateway and every engine run there. When the head's processes die, the data
+node's raylet waits for the GCS (`RAY_gcs_rpc_server_reconnect_timeout_s`), and the
+gateway and engines it hosts keep serving from what they hold.
 
 On several machines the same split is the operator's: ingress and accelerator nodes join
 the head with `ray start --address` (docs/reliability.md).
@@ -35,16 +35,19 @@ def data_node_command(
     head_address: str,
     node_ip_address: str,
     num_cpus: int,
+    num_gpus: int,
     resources: Mapping[str, int],
     dashboard_agent_port: int,
 ) -> list[str]:
-    """`ray start` joining the head as the ingress and accelerator node."""
+    """`ray start` joining the head as the ingress and accelerator node: it states the
+    machine's GPUs (the head states none), so each GPU is counted once."""
     return [
         ray_cli,
         "start",
         f"--address={head_address}",
         f"--node-ip-address={node_ip_address}",
         f"--num-cpus={num_cpus}",
+        f"--num-gpus={num_gpus}",
         f"--resources={json.dumps(dict(resources))}",
         f"--labels={ROLE_LABEL}={INGRESS_ROLE}",
         f"--dashboard-agent-listen-port={dashboard_agent_port}",

@@ -44,6 +44,14 @@ class LocalHeadConfig(BaseModel):
         4, ge=0, le=1024, description="CPU stand-in accelerator slots this head declares"
     )
     standin_resource: str = "accel_slot"
+    num_gpus: int | None = Field(
+        None,
+        ge=0,
+        le=1024,
+        description="GPUs the raylet that hosts engines declares (`up --num-gpus`); None: the "
+        "GPUs CUDA would show on this machine (NVML's, as CUDA_VISIBLE_DEVICES limits them). "
+        "A fault-tolerant head's own raylet declares none (its data node has them)",
+    )
     dashboard_host: str = "127.0.0.1"
     dashboard_port: int = Field(8265, ge=1024, le=65535)
     node_ip_address: str = "127.0.0.1"
@@ -111,8 +119,10 @@ def start_local_head(config: LocalHeadConfig, state_dir: Path) -> RayConnection:
         )
     fault_tolerant = config.gcs_store is not None
     slots = {config.standin_resource: config.standin_slots} if config.standin_slots else {}
-    # A fault-tolerant head runs the control plane only: its slots go to the data node
-    # (data_node.py), so no engine is placed on the head.
+    gpus = machine_gpus() if config.num_gpus is None else config.num_gpus
+    # A fault-tolerant head runs the control plane only: its slots and GPUs go to the data
+    # node (data_node.py), so no engine is placed on the head. Every raylet states its GPUs:
+    # left to count them itself, each raylet on this machine would count all of them.
     resources = {} if fault_tolerant else slots
     command = [
         _ray_cli(),
@@ -121,6 +131,7 @@ def start_local_head(config: LocalHeadConfig, state_dir: Path) -> RayConnection:
         f"--port={config.port}",
         f"--node-ip-address={config.node_ip_address}",
         f"--num-cpus={config.num_cpus}",
+        f"--num-gpus={0 if fault_tolerant else gpus}",
         f"--resources={json.dumps(resources)}",
         "--include-dashboard=true",
         f"--dashboard-host={config.dashboard_host}",
@@ -152,8 +163,24 @@ def start_local_head(config: LocalHeadConfig, state_dir: Path) -> RayConnection:
         raise RuntimeError("`ray start --head` failed: " + " | ".join(tail))
     _record_head(state_dir, marker, address, dashboard_url, config.port)
     if fault_tolerant:
-        _start_control_and_data(config, state_dir, command, env, address, slots)
+        _start_control_and_data(config, state_dir, command, env, address, slots, gpus)
     return RayConnection(address, started_local_head=True, dashboard_url=dashboard_url)
+
+
+def machine_gpus() -> int:
+    """The GPUs an engine on this machine could open: NVML's (or nvidia-smi's), limited to
+    CUDA_VISIBLE_DEVICES where it is set, as Ray's own count would be."""
+    from cluster.inventory.local_probe import read_gpus
+
+    return visible_count(len(read_gpus([]).devices), os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+def visible_count(devices: int, cuda_visible_devices: str | None) -> int:
+    """`devices` GPUs as CUDA_VISIBLE_DEVICES leaves them (unset: all; empty: none)."""
+    if cuda_visible_devices is None:
+        return devices
+    named = [d for d in cuda_visible_devices.split(",") if d.strip()]
+    return min(devices, len(named))
 
 
 def _fault_tolerant_head(
@@ -183,6 +210,7 @@ def _start_control_and_data(
     env: dict[str, str],
     address: str,
     slots: dict[str, int],
+    gpus: int,
 ) -> None:
     """Record how the head was started and which processes are its own (before any other
     node's join the session), start the data node, then the supervisor, which restarts
@@ -204,6 +232,7 @@ def _start_control_and_data(
                 head_address=address,
                 node_ip_address=config.node_ip_address,
                 num_cpus=config.num_cpus,
+                num_gpus=gpus,
                 resources=slots,
                 dashboard_agent_port=free_port(),
             ),
@@ -467,6 +496,14 @@ def connect(address: str) -> None:
         logging_level=logging.WARNING,
         log_to_driver=False,
     )
+
+
+def cluster_gpus() -> int:
+    """The `GPU`s Ray's nodes declare in all (this process joined the cluster)."""
+    import ray
+
+    resources: dict[str, float] = ray.cluster_resources()  # type: ignore[no-untyped-call]
+    return int(resources.get("GPU", 0))
 
 
 def advertised_address() -> str:

@@ -344,7 +344,7 @@ def _print_inventory(console: Any, inventory: dict[str, Any] | None) -> None:
             (
                 node["node"],
                 node["node_ip"],
-                mark(f"{node['gpu_count']} {node['accelerator']}", "gpu_count"),
+                mark(_accelerators(node), "gpu_count"),
                 mark(node["gpu_model"] or "-", "gpu_model"),
                 mark(_gib(node["gpu_memory_bytes"]), "gpu_memory_bytes", "gpu_model"),
                 mark(node["interconnect"] or "-", "interconnect"),
@@ -355,6 +355,15 @@ def _print_inventory(console: Any, inventory: dict[str, Any] | None) -> None:
     print_table_or_blocks(console, columns, rows, title="inventory (* = overridden)")
     for problem in inventory["problems"]:
         console.print(f"inventory: {problem}")
+
+
+def _accelerators(node: dict[str, Any]) -> str:
+    """ "8 gpu", or where Ray's count and NVML's differ, both: "0 none (Ray 0, NVML 8)"."""
+    text = f"{node['gpu_count']} {node['accelerator']}"
+    ray, nvml = node.get("gpu_count_ray"), node.get("gpu_count_nvml")
+    if nvml is not None and ray is not None and ray != nvml:
+        text += f" (Ray {ray}, NVML {nvml})"
+    return text
 
 
 def _gib(n_bytes: int | None) -> str:

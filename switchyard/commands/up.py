@@ -125,6 +125,15 @@ def register(subparsers: Any) -> None:
         "gateway and every model replica hold one, whatever the machine has",
     )
     parser.add_argument(
+        "--num-gpus",
+        type=int,
+        default=None,
+        metavar="N",
+        help="GPUs a local head declares to Ray (default: the GPUs NVML sees on this machine, "
+        "as CUDA_VISIBLE_DEVICES limits them); with --gcs-store its data node declares them "
+        "and the head 0. Logical GPUs on a machine without any serve --fake-engines",
+    )
+    parser.add_argument(
         "--gcs-store",
         default=None,
         metavar="STORE",
@@ -210,17 +219,19 @@ def _fake_engines(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _declared_capacity(args: argparse.Namespace) -> dict[str, Any]:
-    """`--standin-slots` / `--num-cpus`: what a local head declares it can hold."""
+    """`--standin-slots` / `--num-cpus` / `--num-gpus`: what a local head declares it can
+    hold."""
     given = {
         key: value
         for key, value in (
             ("standin_slots", getattr(args, "standin_slots", None)),
             ("num_cpus", getattr(args, "num_cpus", None)),
+            ("num_gpus", getattr(args, "num_gpus", None)),
         )
         if value is not None
     }
     if given and (args.address or os.environ.get("RAY_ADDRESS")):
-        flag = "--standin-slots" if "standin_slots" in given else "--num-cpus"
+        flag = "--" + next(iter(given)).replace("_", "-")
         raise UserInputError(
             f"{flag}: a joined cluster's nodes declare their own resources (ray start "
             "--num-cpus / --resources); this sets a local head's only"
@@ -354,8 +365,14 @@ def build_config(args: argparse.Namespace, fleet: Any = None) -> Any:
             f"{len(sources)} --model; give at most one of each per --model, in order"
         )
     accelerator = args.accelerator
+    address = args.address or os.environ.get("RAY_ADDRESS") or None
+    # `auto` asks the machines that will run the engines: with --address, the cluster's
+    # nodes, once joined (Stack.up); a local head's, this machine (or --num-gpus).
+    from_cluster = accelerator == "auto" and address is not None
     if accelerator == "auto":
-        accelerator = "gpu" if has_nvidia_gpu() else "cpu"
+        num_gpus = getattr(args, "num_gpus", None)
+        local = has_nvidia_gpu() if num_gpus is None else num_gpus > 0
+        accelerator = "gpu" if local and not from_cluster else "cpu"
     models = []
     for i, source in enumerate(sources):
         if i < len(names):
@@ -390,7 +407,8 @@ def build_config(args: argparse.Namespace, fleet: Any = None) -> Any:
         return StackConfig.model_validate(
             {
                 "inventory": inventory,
-                "address": args.address or os.environ.get("RAY_ADDRESS") or None,
+                "address": address,
+                "accelerator_from_cluster": from_cluster,
                 "host": args.host,
                 "port": args.port,
                 "state_dir": args.state_dir or default_state_dir(),
@@ -433,6 +451,14 @@ def run(args: argparse.Namespace) -> int:
         # Read and validated before anything starts: a bad file changes nothing.
         fleet = read_checked_fleet_file(args.file)
     config = build_config(args, fleet[0] if fleet is not None else None)
+    if config.fake_engines is None:
+        from serve_apps.engine.serve_llm_imports import pairing_problem
+
+        # Before anything starts: a vLLM that Ray Serve LLM cannot import fails every
+        # deploy, deep inside Ray, minutes later.
+        problem = pairing_problem()
+        if problem is not None:
+            raise UserInputError(problem)
     console = Console(stderr=True)
 
     def say(line: str) -> None:

@@ -44,6 +44,8 @@ class Foreground:
             SWITCHYARD,
             "up",
             "--fake-engines",
+            "--accelerator",
+            "cpu",
             "--model",
             "miniature:llama",
             "--port",

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import psutil
 
+from tests.support.vllm_cpu import cpu_tier
+
 # Re-exported for tests/faults, which import it from here; new code imports tests.support.waiting.
 
 SWITCHYARD = str(Path(sys.executable).with_name("switchyard"))
@@ -74,6 +76,7 @@ class RunningStack:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def up(self, *extra: str, timeout_s: float = 900) -> subprocess.CompletedProcess[str]:
+        extra = cpu_tier(extra)
         command = [
             SWITCHYARD,
             "up",

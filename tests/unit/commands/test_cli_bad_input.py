@@ -329,3 +329,18 @@ def test_a_tls_pair_makes_the_endpoint_https(tmp_path: Path) -> None:
     config = up.build_config(args)
     assert config.endpoint.startswith("https://127.0.0.1:")
     assert key.read_text() not in repr(config)
+
+
+def test_up_refuses_a_vllm_ray_serve_llm_cannot_import_before_anything_starts(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    moved = (
+        "the installed vLLM 0.33.0 lacks vllm.entrypoints.launchers.cli_args.FrontendArgs, "
+        "which Ray 2.60.0's Serve LLM imports (...): install the vLLM line pyproject.toml pins"
+    )
+    monkeypatch.setattr("serve_apps.engine.serve_llm_imports.pairing_problem", lambda: moved)
+    line = _refusal(["up"], capsys)
+    assert line == f"switchyard up: error: {moved}"
+    # Stand-in engines need no vLLM: the same install serves them.
+    with pytest.raises(ReachedWork):
+        main(["up", "--fake-engines"])

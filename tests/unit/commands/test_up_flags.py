@@ -59,6 +59,32 @@ def test_auto_accelerator_follows_gpu_detection(monkeypatch: pytest.MonkeyPatch)
     assert _config().models[0].accelerator.kind == "gpu"
 
 
+def test_auto_accelerator_with_an_address_is_the_clusters_not_this_machines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # This machine has a GPU; the cluster at --address is decided once joined (Stack.up).
+    monkeypatch.setattr("cluster.inventory.gpu_presence.has_nvidia_gpu", lambda: True)
+    joined = _config("--address", "10.0.0.1:6379")
+    assert joined.accelerator_from_cluster
+    on_gpus = joined.with_accelerator("gpu")
+    assert not on_gpus.accelerator_from_cluster
+    assert on_gpus.models[0].accelerator.kind == "gpu"
+    assert on_gpus.models[0].engine.enforce_eager is False
+    on_cpus = joined.with_accelerator("cpu")
+    assert (on_cpus.models[0].accelerator.kind, on_cpus.models[0].engine.enforce_eager) == (
+        "cpu",
+        True,
+    )
+    assert not _config(
+        "--address", "10.0.0.1:6379", "--accelerator", "gpu"
+    ).accelerator_from_cluster
+
+
+def test_auto_accelerator_of_a_local_head_follows_its_declared_gpus() -> None:
+    assert _config("--num-gpus", "8").accelerator == "gpu"  # logical GPUs, this box has none
+    assert _config("--num-gpus", "0").accelerator == "cpu"
+
+
 def test_an_explicit_accelerator_skips_detection(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_probe() -> bool:
         raise AssertionError("nvidia-smi should not be asked")
@@ -180,12 +206,18 @@ def test_a_local_head_declares_the_slots_and_cpus_asked_for() -> None:
     assert (head.standin_slots, head.num_cpus) == (32, 64)
     default = _config().local_head
     assert (default.standin_slots, default.num_cpus) == (4, 8)
+    # The machine's GPUs unless told; stated to Ray either way (ray_runtime.start_local_head).
+    assert default.num_gpus is None
+    assert _config("--num-gpus", "8").local_head.num_gpus == 8
 
 
 def test_declared_capacity_is_refused_for_a_joined_cluster_and_out_of_range() -> None:
     joined = _refusal("--address", "10.0.0.1:6379", "--num-cpus", "16")
     assert joined.startswith("--num-cpus: a joined cluster's nodes declare their own")
     assert "local_head.standin_slots: 5000 is not allowed" in _refusal("--standin-slots", "5000")
+    assert _refusal("--address", "10.0.0.1:6379", "--num-gpus", "8").startswith(
+        "--num-gpus: a joined cluster's nodes declare their own"
+    )
 
 
 def test_the_stand_in_engines_times_are_set_as_json_and_checked_by_field() -> None:

@@ -42,7 +42,8 @@ def test_an_invalid_value_names_field_value_and_what_is_allowed(tmp_path: Path) 
         _build("--inventory", str(path))
     assert str(caught.value) == (
         "inventory.overrides.0.gpu_model: 'h300' is not allowed (unknown GPU model; allowed: "
-        "a100-80g, h100, h200, l40s, rtx-pro-6000-blackwell, cpu-standin)"
+        "a100-80g, b200, h100, h100-nvl, h100-pcie, h200, h200-nvl, l40s, rtx-pro-6000-blackwell, "
+        "rtx-pro-6000-blackwell-max-q, cpu-standin)"
     )
 
 

@@ -125,3 +125,21 @@ def test_diff_says_where_each_steps_kv_figure_comes_from(fleet: Fleet) -> None:
     lines = "\n".join(plan_lines(plan))
     assert "KV cache 4,096 tokens per engine (logged by an engine of this deployment)" in lines
     assert "(the memory model's prediction)" in lines
+
+
+def test_a_sleep_mode_engine_is_a_deployment_of_its_own_for_the_capacity_it_logs() -> None:
+    """`park_mode: sleep` sets the typed `engine.enable_sleep_mode`: an observed figure of
+    the engine without sleep mode is not reused for it, nor the other way round."""
+    from domain.deployment_config import ModelDeploymentConfig
+    from domain.engine_capacity import capacity_key
+
+    def key(**engine: object) -> str:
+        config = ModelDeploymentConfig.model_validate(
+            {"name": "m", "source": "miniature:llama", "engine": engine}
+        )
+        return capacity_key(
+            config, config_json=b"{}", gpu_profile="h100", vllm_version="0.32.0", environment={}
+        ).digest()
+
+    assert key(enable_sleep_mode=True) != key()
+    assert key(enable_sleep_mode=False) != key(enable_sleep_mode=True)

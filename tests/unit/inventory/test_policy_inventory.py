@@ -10,7 +10,7 @@ import pytest
 from cluster.inventory.local_probe import probe_this_node
 from cluster.inventory.overrides import NodeOverride, apply_overrides
 from cluster.inventory.policy_inventory import policy_inventory, profile_for
-from cluster.inventory.records import GpuFactSource, NodeFacts
+from cluster.inventory.records import DRIVER_RESERVE_FRACTION, GpuFactSource, NodeFacts
 from domain.deployment_config import AcceleratorConfig
 from policies.admission import AdmissionRequest, admit
 from policies.checkpoint.hf_config import load_model_spec
@@ -33,7 +33,8 @@ def test_gpu_nodes_use_the_builtin_profile_with_measured_memory() -> None:
     (only,) = inventory.nodes
     assert only.name == node.name
     assert only.gpu.name == "h200"
-    assert only.gpu.memory_bytes == 143_771 * 2**20
+    assert only.gpu.memory_bytes == node.gpu_memory_bytes  # as CUDA gives it (or estimated)
+    assert only.gpu.memory_bytes < 143_771 * 2**20  # below NVML's total: the driver's reserve
     assert only.gpu.hbm_bandwidth_gbps == gpu_profile("h200").hbm_bandwidth_gbps
     assert (only.gpus, only.free_gpus) == (8, 6)
     assert only.disk_free_bytes == 1_200 * GIB
@@ -51,7 +52,7 @@ def test_a_probed_pcie_link_replaces_the_profiles_nvlink() -> None:
 def test_an_unknown_gpu_is_planned_with_its_memory_and_a_conservative_bandwidth() -> None:
     profile = profile_for(facts(model="NVIDIA Future GPU", memory_mib=200_000))
     assert profile.name == "nvidia-future-gpu"
-    assert profile.memory_bytes == 200_000 * 2**20
+    assert profile.memory_bytes == int(200_000 * 2**20 * (1 - DRIVER_RESERVE_FRACTION))
     assert profile.hbm_bandwidth_gbps < min(
         gpu_profile(k).hbm_bandwidth_gbps for k in ("h200", "h100", "a100-80g", "l40s")
     )
