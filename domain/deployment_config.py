@@ -198,6 +198,21 @@ class AcceleratorConfig(_Strict):
     )
 
 
+class PlannedPlacement(_Strict):
+    """Where admission placed the model's GPUs, as Ray's placement group is asked to take
+    them. Set by the manager from admission's decision (never by a user: the fleet file and
+    the flags have no such key) and kept with the deployed config, so a redeploy lands where
+    admission judged it."""
+
+    rank_nodes: tuple[str, ...] = ()
+    """The Ray node id of each rank's bundle (stage by stage), for a replica admission placed
+    across nodes; empty when the replica sits on one node, which Ray picks."""
+    accelerator_type: str | None = None
+    """Ray's `ray.io/accelerator-type` label of the GPUs admission planned with ("H100"), so
+    a mixed cluster does not start the replica on another kind; None where the nodes have
+    none (logical GPUs, CPU stand-ins)."""
+
+
 class ModelDeploymentConfig(_Strict):
     """Everything needed to put one model behind the gateway."""
 
@@ -210,6 +225,8 @@ class ModelDeploymentConfig(_Strict):
     replicas: int = Field(1, ge=1, le=64)
     health_check_period_s: float = Field(5.0, gt=0.0, le=600.0)
     health_check_timeout_s: float = Field(30.0, gt=0.0, le=3600.0)
+    placement: PlannedPlacement | None = None
+    """Admission's placement (`PlannedPlacement`); None before admission."""
 
     @field_validator("name")
     @classmethod

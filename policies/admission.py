@@ -150,6 +150,9 @@ class Candidate:
     decode_tok_s_ceiling: float
     nodes: tuple[str, ...] = ()
     """Nodes the placement uses (empty when it cannot be placed)."""
+    groups: tuple[tuple[str, ...], ...] = ()
+    """Per TP group (pipeline stage) of one replica, in stage order, the node(s) its GPUs
+    are on: what the deployer pins a replica that spans nodes to."""
     deployable: bool = True
     """Switchyard's deployer runs this layout (see `ReasonCode.NOT_DEPLOYABLE`)."""
     memory_breakdown: Mapping[str, int] = field(default_factory=dict)
@@ -466,6 +469,7 @@ def _judge(
         max_model_len_fit=memory.max_model_len_fit,
         decode_tok_s_ceiling=cost.tokens_per_second,
         nodes=placement.nodes if placement is not None else (),
+        groups=placement.groups if placement is not None else (),
         deployable=deploy_reason is None,
         memory_breakdown=memory.breakdown,
         kv_cache_bytes=memory.kv_cache_bytes,

@@ -17,13 +17,14 @@ from cluster.fleet.deployment_resolution import resolve_deployment
 from cluster.fleet.fleet_context import FleetContext
 from cluster.fleet.operation_recorder import OperationRecorder
 from cluster.inventory.policy_inventory import policy_inventory
-from cluster.inventory.records import ProbedCluster
+from cluster.inventory.records import NodeFacts, ProbedCluster
 from domain.accelerator_claims import summed_claims
 from domain.accelerator_sharing import Tenant, free_for, node_tenants, shares_accelerators
-from domain.deployment_config import ModelDeploymentConfig
+from domain.deployment_config import ModelDeploymentConfig, PlannedPlacement
 from domain.engine_capacity import CapacityFigures, ModelCapacity
 from domain.fleet_state import FleetState
 from domain.operation import AdmissionSummary
+from domain.placement_plan import planned_placement
 from domain.residency import ParkMode
 from policies.admission import Candidate, Decision
 from policies.engine_memory import MemoryTerm
@@ -60,6 +61,8 @@ class Staged:
 
     model_dir: Path
     inventory: ClusterInventory
+    facts: tuple[NodeFacts, ...] = ()
+    """The probed nodes behind `inventory` (their Ray ids and GPU kinds, for the placement)."""
 
 
 def name_problems(
@@ -184,7 +187,7 @@ def admit_shared(
 
     def judged(asleep: frozenset[str], unloaded: frozenset[str]) -> PreflightResult:
         inventory = shared_inventory(staged.inventory, tenants, asleep_after=asleep, gone=unloaded)
-        shared_view = Staged(staged.model_dir, inventory)
+        shared_view = Staged(staged.model_dir, inventory, staged.facts)
         return _resolve_and_admit(ctx, op, config, shared_view, None, auto_layout, objective)
 
     checked = judged(asleep_after, gone)
@@ -280,8 +283,45 @@ def _resolve_and_admit(
     )
     if isinstance(resolved, tuple):
         return PreflightResult(staged.model_dir, resolved)
-    refused = admission(ctx, op, resolved, staged, freed=freed)
-    return PreflightResult(staged.model_dir, refused, resolved)
+    judged = verdict(resolved, staged, freed=freed, observed=ctx.desired.state.observed_capacity)
+    refused = record_admission(ctx, op, resolved, staged, judged)
+    if refused:
+        return PreflightResult(staged.model_dir, refused, resolved)
+    placed = with_placement(ctx, op, resolved, judged, staged)
+    if isinstance(placed, tuple):
+        return PreflightResult(staged.model_dir, placed, resolved)
+    return PreflightResult(staged.model_dir, (), placed)
+
+
+def with_placement(
+    ctx: FleetContext,
+    op: OperationRecorder,
+    config: ModelDeploymentConfig,
+    judged: Verdict,
+    staged: Staged,
+) -> ModelDeploymentConfig | tuple[str, ...]:
+    """`config` with the placement admission chose for it (`judged`, admitted): the nodes a
+    replica spanning nodes is pinned to, and the GPU kind; the refusal where that placement
+    cannot be deployed as planned (domain/placement_plan.py)."""
+    if isinstance(judged, str) or not judged.candidates:
+        return config
+    candidate = judged.candidates[0]
+    planned = planned_placement(
+        config.layout,
+        config.replicas,
+        candidate.groups,
+        {f.name: f.node_id for f in staged.facts},
+        {f.name: f.ray_accelerator_type for f in staged.facts},
+    )
+    if isinstance(planned, str):
+        ctx.metrics.admission(False, [planned.split(":", 1)[0]])
+        return (planned,)
+    if planned == PlannedPlacement():
+        return config  # nothing to pin: Ray chooses, as without a plan
+    if planned.rank_nodes:
+        nodes = ", ".join(dict.fromkeys(n[:12] for n in planned.rank_nodes))
+        op.note(f"{config.name}'s ranks pinned to the nodes admission placed them on: {nodes}")
+    return config.model_copy(update={"placement": planned})
 
 
 def resolve(
@@ -376,7 +416,7 @@ def stage_and_probe(
         disk_problems = _dry_run_disk(ctx, op, config, probed)
         if disk_problems:
             return PreflightResult(model_dir, tuple(disk_problems))
-    return Staged(model_dir, inventory)
+    return Staged(model_dir, inventory, probed.facts)
 
 
 def park_mode_refusals(
@@ -421,21 +461,6 @@ def refusals(judged: Verdict) -> tuple[str, ...]:
     if judged.admitted:
         return ()
     return _reasons(judged.reasons, judged.candidates[0] if judged.candidates else None)
-
-
-def admission(
-    ctx: FleetContext,
-    op: OperationRecorder,
-    config: ModelDeploymentConfig,
-    staged: Staged,
-    *,
-    freed: Mapping[str, int] | None,
-) -> tuple[str, ...]:
-    """Why the policy refuses `config` counting `freed` as free (empty when admitted),
-    recorded as the operation's decision."""
-    observed = ctx.desired.state.observed_capacity
-    judged = verdict(config, staged, freed=freed, observed=observed)
-    return record_admission(ctx, op, config, staged, judged)
 
 
 def record_admission(

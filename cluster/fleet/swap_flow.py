@@ -26,13 +26,14 @@ from cluster.fleet.ports import DeployFailed, wait_for
 from cluster.fleet.preflight import (
     PreflightResult,
     Staged,
-    admission,
+    Verdict,
     level_one_host_refusals,
     record_admission,
     refusals,
     resolve,
     stage_and_probe,
     verdict,
+    with_placement,
 )
 from domain.app_name import AppName
 from domain.deployment_config import ModelDeploymentConfig
@@ -61,6 +62,8 @@ class StrategyChoice:
     reason: str
     refused: tuple[str, ...] = ()
     """Admission's reasons when the strategy asked for (or every one) is refused."""
+    judged: Verdict | None = None
+    """The verdict recorded for the strategy (where NEW's GPUs go)."""
 
 
 def choose_strategy(
@@ -73,21 +76,27 @@ def choose_strategy(
 ) -> StrategyChoice:
     """The strategy to swap by, and why; admission's verdict is recorded for that one."""
     mbb, bbm = SwapStrategy.MAKE_BEFORE_BREAK, SwapStrategy.BREAK_BEFORE_MAKE
+    observed = ctx.desired.state.observed_capacity
+
+    def judged_with(freed: Mapping[str, int] | None) -> tuple[Verdict, tuple[str, ...]]:
+        judged = verdict(new, staged, freed=freed, observed=observed)
+        return judged, record_admission(ctx, op, new, staged, judged)
+
     if asked is mbb:
-        refused = admission(ctx, op, new, staged, freed=None)
-        return StrategyChoice(mbb, "asked for; NEW fits beside OLD", refused)
+        judged, refused = judged_with(None)
+        return StrategyChoice(mbb, "asked for; NEW fits beside OLD", refused, judged)
     if asked is bbm:
-        refused = admission(ctx, op, new, staged, freed=claimed)
-        return StrategyChoice(bbm, "asked for", refused)
+        judged, refused = judged_with(claimed)
+        return StrategyChoice(bbm, "asked for", refused, judged)
     # Asked first whether NEW fits beside OLD; only the strategy's own verdict is recorded.
     beside = verdict(new, staged, freed=None)
     not_beside = refusals(beside)
     if not not_beside:
         record_admission(ctx, op, new, staged, beside)
-        return StrategyChoice(mbb, "NEW fits on accelerators free while OLD runs")
-    refused = admission(ctx, op, new, staged, freed=claimed)
+        return StrategyChoice(mbb, "NEW fits on accelerators free while OLD runs", (), beside)
+    judged, refused = judged_with(claimed)
     why = f"NEW does not fit beside OLD ({not_beside[0]}), so it takes the accelerators OLD frees"
-    return StrategyChoice(bbm, why, refused)
+    return StrategyChoice(bbm, why, refused, judged)
 
 
 def swap(ctx: FleetContext, begin: Begin, request: SwapRequest) -> OperationResult:
@@ -142,6 +151,12 @@ def swap(ctx: FleetContext, begin: Begin, request: SwapRequest) -> OperationResu
             Outcome.REJECTED,
             f"not admitted ({choice.strategy}), nothing changed: " + "; ".join(choice.refused),
         )
+    if choice.judged is not None:
+        placed = with_placement(ctx, op, new, choice.judged, staged)
+        if isinstance(placed, tuple):
+            return op.end(Outcome.REJECTED, "not admitted, nothing changed: " + "; ".join(placed))
+        new = placed
+        op.details.new_config = new.model_copy(update={"aliases": request.config.aliases})
     op.note(f"strategy {choice.strategy}: {choice.reason}")
     predicted = predicted_hold_s(ctx, new, choice.strategy)
     if predicted is not None and predicted > ctx.settings.hold_timeout_s:

@@ -52,6 +52,7 @@ def probe_this_node(
         notes=tuple(notes),
         cpu_amx_tiles=cpu_amx_tiles(),
         ray_gpus=ray_gpus,
+        ray_accelerator_type=ray_gpu_kind,
     )
 
 

@@ -163,6 +163,7 @@ def base_facts(probe: NodeProbe, *, standin_memory_gib: float) -> NodeFacts:
             notes=probe.notes,
             ray_gpus=probe.ray_gpus,
             probed_gpus=len(devices),
+            ray_accelerator_type=probe.ray_accelerator_type,
         )
     standin = probe.standin_slots > 0
     return NodeFacts(
@@ -180,6 +181,7 @@ def base_facts(probe: NodeProbe, *, standin_memory_gib: float) -> NodeFacts:
         source=GpuFactSource.DECLARED if standin else GpuFactSource.NONE,
         notes=probe.notes,
         cpu_amx_tiles=probe.cpu_amx_tiles,
+        ray_gpus=probe.ray_gpus,
     )
 
 

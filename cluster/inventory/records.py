@@ -81,6 +81,8 @@ class NodeProbe:
     AMX kernels, and their KV block size, there."""
     ray_gpus: int | None = None
     """The `GPU`s Ray's raylet on this node declares (None: not asked)."""
+    ray_accelerator_type: str | None = None
+    """Ray's kind of them (its `accelerator_type:` resource), if any."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,9 @@ class NodeFacts:
     """The `GPU`s Ray declares on the node (NodeProbe.ray_gpus)."""
     probed_gpus: int = 0
     """The GPUs NVML (or nvidia-smi) saw; `gpu_count` is Ray's where the two differ."""
+    ray_accelerator_type: str | None = None
+    """Ray's kind of the node's GPUs (its `accelerator_type:` resource and
+    `ray.io/accelerator-type` label, "H100"); None where Ray gives none."""
 
     @property
     def name(self) -> str:
@@ -126,6 +131,7 @@ class NodeFacts:
             "gpu_count": self.gpu_count,
             "gpu_count_ray": self.ray_gpus,
             "gpu_count_nvml": self.probed_gpus if self.source in _PROBED else None,
+            "ray_accelerator_type": self.ray_accelerator_type,
             "gpu_memory_bytes": self.gpu_memory_bytes,
             "interconnect": None if self.interconnect is None else self.interconnect.value,
             "disk_free_bytes": self.disk_free_bytes,

@@ -10,6 +10,7 @@ import concurrent.futures
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -81,13 +82,14 @@ class ServeControl:
 
     def placement_problem(self, config: ModelDeploymentConfig) -> str | None:
         shared = shares_accelerators(config, stand_in_engine=self._fake_engines is not None)
-        spec = placement_for(config.layout, config.accelerator, shared=shared)
+        spec = placement_for(
+            config.layout, config.accelerator, planned=config.placement, shared=shared
+        )
         # Ray Serve LLM adds the replica actor's own CPU to the first bundle.
         first = dict(spec.bundles[0])
         first["CPU"] = first.get("CPU", 0.0) + 1.0
-        spec = type(spec)(bundles=(first, *spec.bundles[1:]), strategy=spec.strategy)
-        nodes = list(available_resources_per_node().values())
-        return placement_problem(spec, nodes, replicas=config.replicas)
+        spec = replace(spec, bundles=(first, *spec.bundles[1:]))
+        return placement_problem(spec, available_resources_per_node(), replicas=config.replicas)
 
     def start_deploy(
         self,

@@ -149,7 +149,9 @@ def build_fake_engine_app(
     # The stand-in engine binds no device: its sleep-mode ranks may take half an
     # accelerator each (domain/accelerator_sharing.py `shares_accelerators`).
     shared = shares_accelerators(config, stand_in_engine=True)
-    placement = placement_for(config.layout, config.accelerator, shared=shared)
+    placement = placement_for(
+        config.layout, config.accelerator, planned=config.placement, shared=shared
+    )
     bundles = [dict(b) for b in placement.bundles]
     # Ray Serve LLM adds the replica actor's own CPU to the first bundle; so does this.
     bundles[0]["CPU"] = bundles[0].get("CPU", 0.0) + 1.0
@@ -159,6 +161,7 @@ def build_fake_engine_app(
         ray_actor_options={"num_cpus": 1},
         placement_group_bundles=bundles,
         placement_group_strategy=placement.strategy,
+        **placement.serve_deployment_options(),
         health_check_period_s=config.health_check_period_s,
         health_check_timeout_s=config.health_check_timeout_s,
         graceful_shutdown_timeout_s=30,

@@ -65,7 +65,7 @@ def engine_env_for(config: ModelDeploymentConfig) -> dict[str, str]:
 
 def llm_config_kwargs(config: ModelDeploymentConfig, model_path: Path) -> dict[str, Any]:
     """Arguments for `ray.serve.llm.LLMConfig` (pure; unit-tested without Ray)."""
-    placement = placement_for(config.layout, config.accelerator)
+    placement = placement_for(config.layout, config.accelerator, planned=config.placement)
     # `replicas` are independent engines, one Serve replica each (layout.dp, vLLM data
     # parallel, is refused by the config until the deployer runs DP engine groups).
     num_replicas = config.replicas
@@ -84,6 +84,8 @@ def llm_config_kwargs(config: ModelDeploymentConfig, model_path: Path) -> dict[s
             # gateways first, so that sleep was pure unavailability in `removing_old`
             # (the swap-time benchmark suite); in-flight requests are still waited for.
             "graceful_shutdown_wait_loop_s": 0.2,
+            # The nodes and GPU kind admission planned (per bundle; none: Ray chooses).
+            **placement.serve_deployment_options(),
         },
         # The gateway streams each chunk as it comes: Ray Serve LLM's default 50 ms
         # batching would add up to 50 ms to time-to-first-token.

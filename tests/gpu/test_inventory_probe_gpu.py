@@ -1,5 +1,6 @@
-"""The inventory probe on a real NVIDIA GPU: NVML and the nvidia-smi fallback agree, and the
-probed model maps onto a built-in profile admission can plan with."""
+"""The inventory probe on a real NVIDIA GPU: NVML and the nvidia-smi fallback agree, the
+memory admission plans with is what CUDA gives the engine, and the probed model maps onto a
+built-in profile admission can plan with."""
 
 from __future__ import annotations
 
@@ -53,3 +54,18 @@ def test_the_probed_node_becomes_a_plannable_gpu_inventory(tmp_path: Path) -> No
     available = {facts.node_id: {"GPU": float(facts.gpu_count)}}
     inventory = policy_inventory([facts], available, AcceleratorConfig(kind="gpu"))
     assert inventory.nodes[0].gpus == len(probe.gpus.devices)
+
+
+def test_the_memory_planned_with_is_what_cuda_gives_the_engine() -> None:
+    """vLLM budgets `gpu_memory_utilization` of `torch.cuda.mem_get_info()`'s total: the
+    probe reads the same figure (`cuDeviceTotalMem`), below NVML's by the driver's reserve."""
+    pytest.importorskip("pynvml", reason="nvidia-ml-py is part of the gpu extra")
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    facts = read_nvml()
+    first = facts.devices[0]
+    assert first.cuda_memory_bytes is not None
+    assert first.cuda_memory_bytes < first.memory_bytes
+    totals = {torch.cuda.mem_get_info(i)[1] for i in range(torch.cuda.device_count())}
+    assert first.cuda_memory_bytes in totals

@@ -12,7 +12,12 @@ from typing import Any
 
 import pytest
 
-from domain.deployment_config import AcceleratorConfig, LayoutConfig, ModelDeploymentConfig
+from domain.deployment_config import (
+    AcceleratorConfig,
+    LayoutConfig,
+    ModelDeploymentConfig,
+    PlannedPlacement,
+)
 from serve_apps.engine.placement_bundles import placement_for
 from tests.support.running_stack import free_port
 
@@ -79,9 +84,8 @@ def test_a_tp4_replica_lands_inside_one_node(cluster: Any) -> None:
 
 def test_tp2_x_pp2_stages_span_the_two_nodes_the_plan_chose(cluster: Any) -> None:
     first, second = _accelerator_nodes()
-    spec = placement_for(
-        LayoutConfig(tp=2, pp=2), CPU, pp_across_nodes=True, stage_nodes=(first, second)
-    )
+    planned = PlannedPlacement(rank_nodes=(first, first, second, second))
+    spec = placement_for(LayoutConfig(tp=2, pp=2), CPU, planned=planned)
     assert _bundle_nodes(spec) == [first, first, second, second]
 
 

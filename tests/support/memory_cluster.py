@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from serve_apps.engine.weights_locator import WeightsLocator
 from serve_apps.registry.routing_table import ModelRoute, RoutingTable
 
 NODE_ID = "a" * 56
+OTHER_NODE_IDS = tuple(c * 56 for c in "bcdef")
 STANDIN_RESOURCE = "accel_slot"
 
 # A Llama-shaped config small enough for a 4 GiB stand-in slot.
@@ -255,6 +256,11 @@ class MemoryNodes:
     slot_memory_gib: float = 4.0
     gpu_model: str | None = None
     """A GPU profile name: the node declares `slots` GPUs of it instead of stand-ins."""
+    more_nodes: int = 0
+    """Nodes beside the first, each with `slots` free accelerators of the same kind (nothing
+    is ever counted as claimed on them)."""
+    ray_accelerator_type: str | None = None
+    """Ray's `accelerator_type:` of the GPUs (a GPU node's label), if any."""
     host_ram_bytes: int = 64 * 2**30
     disk_free_bytes: int = 100 * 2**30
     kill: KillSwitch = field(default_factory=KillSwitch)
@@ -304,12 +310,22 @@ class MemoryNodes:
             host_ram_bytes=self.host_ram_bytes,
             cache_dir=str(self.root),
             source=GpuFactSource.DECLARED,
+            ray_accelerator_type=self.ray_accelerator_type,
         )
         claimed = sum(self.serve.slots_per_app.values()) if self.serve else 0
         key = STANDIN_RESOURCE if self.gpu_model is None else "GPU"
         available = {NODE_ID: {key: float(self.slots - claimed), "CPU": 8.0}}
         totals = {NODE_ID: {key: float(self.slots), "CPU": 8.0}}
-        return ProbedCluster(facts=(facts,), available=available, problems=(), totals=totals)
+        others = [
+            replace(facts, node_id=other, node_ip=f"127.0.0.{i + 2}")
+            for i, other in enumerate(OTHER_NODE_IDS[: self.more_nodes])
+        ]
+        for other in others:
+            available[other.node_id] = {key: float(self.slots), "CPU": 8.0}
+            totals[other.node_id] = {key: float(self.slots), "CPU": 8.0}
+        return ProbedCluster(
+            facts=(facts, *others), available=available, problems=(), totals=totals
+        )
 
     def weights_report(self, source: str, probed: ProbedCluster) -> WeightsDiskReport:
         return WeightsDiskReport(
