@@ -58,6 +58,7 @@ MODULE_ORDER: tuple[str, ...] = (
     "faults/test_node_loss.py",
     "integration/test_multi_host.py",
     "e2e/test_sleep_story.py",
+    "e2e/test_gpu_counting.py",
     "e2e/test_lifecycle.py",
     "e2e/test_make_run.py",
     "gpu/",

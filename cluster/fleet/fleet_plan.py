@@ -24,6 +24,7 @@ from domain.deployment_config import AcceleratorConfig, LayoutConfig, ModelDeplo
 from domain.engine_capacity import CapacityFigures
 from domain.fleet_file import FleetModelEntry
 from domain.fleet_file_diff import ChangeAction, FleetChange, FleetDiff
+from domain.placement_plan import planned_placement
 from domain.residency import Demand, Residency, never_resident_together
 from policies.admission import Decision
 from policies.inventory import ClusterInventory
@@ -289,11 +290,25 @@ def _judge(
     decision, config = judged.decision, judged.config
     if not decision.admitted:
         return _refuse(step, *refusals(decision))
+    undeployable = _placement_refusal(config, decision)
+    if undeployable is not None:
+        return _refuse(step, undeployable)
     if old is not None:
         cluster.free(old.claimed)
     claims = _claims(decision, config.layout, config.replicas, cluster.inventory)
     cluster.take(claims)
     return claims
+
+
+def _placement_refusal(config: ModelDeploymentConfig, decision: Decision) -> str | None:
+    """Why admission's placement could not be deployed as planned (as `apply`'s preflight
+    refuses it, domain/placement_plan.py); the plan names nodes, not Ray's ids."""
+    if not decision.candidates:
+        return None
+    groups = decision.candidates[0].groups
+    names = {n: n for group in groups for n in group}
+    planned = planned_placement(config.layout, config.replicas, groups, names, {})
+    return planned if isinstance(planned, str) else None
 
 
 @dataclass(frozen=True)

@@ -66,3 +66,19 @@ def test_a_replica_on_one_node_asks_for_the_planned_gpu_kind_only(tmp_path: Path
     (deployed,) = fleet.cluster.serve.configs.values()
     assert deployed.placement is not None
     assert (deployed.placement.rank_nodes, deployed.placement.accelerator_type) == ((), "H100")
+
+
+def test_diff_refuses_copies_of_a_replica_spanning_nodes_as_apply_would(tmp_path: Path) -> None:
+    from domain.fleet_file import parse_fleet_file
+
+    fleet = _two_gpu_nodes(tmp_path)
+    fleet.cluster.nodes.slots = 2
+    desired = parse_fleet_file(
+        "models:\n  - {name: wide, source: 'miniature:llama', layout: {tp: 2, pp: 2}, "
+        "replicas: 2}\n",
+        "fleet.yaml",
+    )
+    plan = fleet.engine.plan(desired).to_json()
+    (add,) = plan["changes"]
+    assert not add["admitted"]
+    assert any("not_deployable" in r and "replicas: 2" in r for r in add["reasons"])
