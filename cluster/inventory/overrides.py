@@ -190,12 +190,9 @@ def ray_gpu_count(probe: NodeProbe) -> int:
     differs (Ray places the engines, so a GPU it was not given cannot host one: a raylet
     started with `--num-gpus` or a `CUDA_VISIBLE_DEVICES`), else the probe's."""
     seen = len(probe.gpus.devices)
-    if probe.ray_gpus is None or probe.gpus.source not in _SEES_GPUS:
+    if probe.ray_gpus is None or not probe.gpus.source.sees_gpus:
         return seen
     return probe.ray_gpus
-
-
-_SEES_GPUS = frozenset({GpuFactSource.NVML, GpuFactSource.NVIDIA_SMI})
 
 
 def gpu_count_warnings(facts: tuple[NodeFacts, ...]) -> list[str]:
@@ -204,7 +201,7 @@ def gpu_count_warnings(facts: tuple[NodeFacts, ...]) -> list[str]:
     warnings = []
     by_host: dict[str, list[NodeFacts]] = {}
     for node in facts:
-        if node.source not in _SEES_GPUS or node.ray_gpus is None:
+        if not node.source.sees_gpus or node.ray_gpus is None:
             continue
         by_host.setdefault(node.hostname, []).append(node)
         if node.ray_gpus != node.probed_gpus:

@@ -18,6 +18,11 @@ class GpuFactSource(StrEnum):
     """No GPU seen: the CPU stand-in slots the node declares as a Ray resource."""
     NONE = "none"
 
+    @property
+    def sees_gpus(self) -> bool:
+        """The GPUs themselves answered (the other sources are Ray's or the stand-in's word)."""
+        return self in (GpuFactSource.NVML, GpuFactSource.NVIDIA_SMI)
+
 
 @dataclass(frozen=True)
 class GpuDevice:
@@ -130,7 +135,7 @@ class NodeFacts:
             "gpu_model": self.gpu_model,
             "gpu_count": self.gpu_count,
             "gpu_count_ray": self.ray_gpus,
-            "gpu_count_nvml": self.probed_gpus if self.source in _PROBED else None,
+            "gpu_count_nvml": self.probed_gpus if self.source.sees_gpus else None,
             "ray_accelerator_type": self.ray_accelerator_type,
             "gpu_memory_bytes": self.gpu_memory_bytes,
             "interconnect": None if self.interconnect is None else self.interconnect.value,
@@ -142,10 +147,6 @@ class NodeFacts:
             "notes": list(self.notes),
             "cpu_amx_tiles": self.cpu_amx_tiles,
         }
-
-
-_PROBED = frozenset({GpuFactSource.NVML, GpuFactSource.NVIDIA_SMI})
-"""Sources that saw the GPUs themselves (the others are Ray's or the stand-in's word)."""
 
 
 @dataclass(frozen=True)
