@@ -20,7 +20,7 @@ import pytest
 
 from cluster.inventory.node_roles import INGRESS_ROLE, ROLE_LABEL
 from tests.support.running_stack import RunningStack
-from tests.support.waiting import wait_until
+from tests.support.shared_stacks import serving
 
 MACHINE_GPUS = 2
 
@@ -33,9 +33,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
         f"overrides:\n  - label: {ROLE_LABEL}={INGRESS_ROLE}\n"
         "    gpu_model: rtx-pro-6000\n    host_ram_gib: 64\n    disk_free_gib: 500\n"
     )
-    running = RunningStack.on_free_ports(state_dir)
-    try:
-        up = running.up(
+    yield from serving(
+        state_dir,
+        (
             "--fake-engines",
             "--accelerator",
             "gpu",
@@ -47,14 +47,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
             "miniature:llama",
             "--inventory",
             str(inventory),
-            timeout_s=600,
-        )
-        assert up.returncode == 0, up.stdout + up.stderr
-        yield running
-    finally:
-        down = running.down()
-        assert down.returncode == 0, down.stdout + down.stderr
-        wait_until(lambda: not running.processes(), 60, message="Ray processes left behind")
+        ),
+    )
 
 
 def _nodes(stack: RunningStack) -> tuple[dict[str, Any], dict[str, Any]]:
