@@ -107,13 +107,13 @@ class StackConfig(BaseModel):
             )
 
     def with_accelerator(self, kind: Literal["gpu", "cpu"]) -> StackConfig:
-        """The same stack on `kind`: each model's accelerator, and the CPU's eager mode
-        (`up` sets `enforce_eager` by the accelerator alone)."""
+        """The same stack on `kind`: each model's accelerator and its eager mode (`up` sets
+        `enforce_eager` by the accelerator alone, `eager_on`)."""
         models = tuple(
             m.model_copy(
                 update={
                     "accelerator": m.accelerator.model_copy(update={"kind": kind}),
-                    "engine": m.engine.model_copy(update={"enforce_eager": kind == "cpu"}),
+                    "engine": m.engine.model_copy(update={"enforce_eager": eager_on(kind)}),
                 }
             )
             for m in self.models
@@ -133,6 +133,13 @@ class StackConfig(BaseModel):
     @property
     def endpoint(self) -> str:
         return endpoint_url("https" if self.gateway.tls else "http", self.host, self.port)
+
+
+def eager_on(kind: Literal["gpu", "cpu"]) -> bool:
+    """`up`'s `enforce_eager` for its models on `kind`: on the CPU, torch.compile adds about a
+    minute per engine start on 2 cores and buys little for miniatures; GPU engines keep
+    vLLM's default (compiled, CUDA graphs)."""
+    return kind == "cpu"
 
 
 def default_name_for(source: str) -> str:

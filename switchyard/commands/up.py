@@ -336,6 +336,7 @@ def build_config(args: argparse.Namespace, fleet: Any = None) -> Any:
         StackConfig,
         default_name_for,
         default_state_dir,
+        eager_on,
     )
 
     fleet_file = getattr(args, "file", None)
@@ -369,10 +370,12 @@ def build_config(args: argparse.Namespace, fleet: Any = None) -> Any:
     # `auto` asks the machines that will run the engines: with --address, the cluster's
     # nodes, once joined (Stack.up); a local head's, this machine (or --num-gpus).
     from_cluster = accelerator == "auto" and address is not None
-    if accelerator == "auto":
+    if from_cluster:
+        accelerator = "cpu"  # until joined: Stack.up asks the cluster
+    elif accelerator == "auto":
         num_gpus = getattr(args, "num_gpus", None)
         local = has_nvidia_gpu() if num_gpus is None else num_gpus > 0
-        accelerator = "gpu" if local and not from_cluster else "cpu"
+        accelerator = "gpu" if local else "cpu"
     models = []
     for i, source in enumerate(sources):
         if i < len(names):
@@ -382,9 +385,7 @@ def build_config(args: argparse.Namespace, fleet: Any = None) -> Any:
         else:
             name = default_name_for(source)
         model_aliases = [aliases[i]] if i < len(aliases) else ([DEFAULT_ALIAS] if i == 0 else [])
-        # On the CPU, torch.compile adds about a minute per engine start on 2 cores and
-        # buys little for miniatures; GPU engines keep vLLM's default (compiled, CUDA graphs).
-        engine: dict[str, Any] = {"enforce_eager": accelerator == "cpu"}
+        engine: dict[str, Any] = {"enforce_eager": eager_on(accelerator)}
         if args.max_model_len is not None:
             engine["max_model_len"] = args.max_model_len
         models.append(
