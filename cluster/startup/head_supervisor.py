@@ -35,7 +35,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +58,14 @@ POLL_S = 0.5
 GCS_START_S = 60.0
 HEAD_START_S = 180.0
 RETRY_PAUSE_S = 5.0
+HEAD_START_LOG = "head_start.log"
+"""The last `ray start --head`'s output, in the state directory."""
+HEAD_NICENESS = -10
+"""The CPU priority of the supervisor and of what it starts (a GCS, a whole head), where it
+may raise it (root, or CAP_SYS_NICE): on one machine the data node's engines can hold every
+core, and the new raylet aborts when its dashboard agent, starved, misses Ray's fixed wait
+for its ports (`RAY_agent_register_timeout_ms` does not extend that wait in Ray 2.60). The
+head idles but for its starts, so its priority costs the engines nothing in steady state."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +111,62 @@ def _gcs_address(spec: ProcessSpec) -> str:
         return ""
 
     return f"{arg('node-ip-address') or '127.0.0.1'}:{arg('gcs_server_port')}"
+
+
+class HeadStartAttempt:
+    """`ray start --head` running, watched: it has failed as soon as the raylet it started
+    dies. Why watch: on a loaded machine the new raylet can abort while it waits for its
+    dashboard agent to report its ports (Ray waits a fixed few seconds per port), and
+    `ray start` then waits minutes more before it says so, while the fleet has no head."""
+
+    def __init__(self, command: list[str], log_path: Path) -> None:
+        self.started_at = time.time()
+        self._log_path = log_path
+        with log_path.open("w") as out:
+            self._proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_raise_priority,
+            )
+        self._seen: dict[int, tuple[psutil.Process, str]] = {}
+
+    @property
+    def children(self) -> list[psutil.Process]:
+        """Every process seen under `ray start` while it ran (they outlive it)."""
+        return [proc for proc, _ in self._seen.values()]
+
+    def wait(self, timeout_s: float) -> str | None:
+        """None once `ray start` has exited 0; else why the attempt failed (it is killed
+        when its raylet dies or it runs past `timeout_s`)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self._look()
+            code = self._proc.poll()
+            if code is not None:
+                return None if code == 0 else f"exit {code}: {self._tail()}"
+            if any(name == "raylet" and not _running(p) for p, name in self._seen.values()):
+                failure = "the raylet it started died (the session's raylet.err says why)"
+            elif time.monotonic() > deadline:
+                failure = f"it did not finish in {timeout_s:.0f} s"
+            else:
+                time.sleep(POLL_S)
+                continue
+            self._proc.kill()
+            self._proc.wait()
+            return failure
+
+    def _look(self) -> None:
+        with contextlib.suppress(psutil.Error):
+            for child in psutil.Process(self._proc.pid).children(recursive=True):
+                if child.pid not in self._seen:
+                    with contextlib.suppress(psutil.Error):
+                        self._seen[child.pid] = (child, child.name())
+
+    def _tail(self) -> str:
+        lines = self._log_path.read_text(errors="replace").strip().splitlines()
+        return " | ".join(lines[-5:])
 
 
 class HeadSupervisor:
@@ -206,6 +270,7 @@ class HeadSupervisor:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=_raise_priority,
         )
         self._replace_recorded(self._gcs_pid, proc.pid)
         while not gcs_reachable(address, timeout_s=0.5):
@@ -271,6 +336,9 @@ class HeadSupervisor:
         psutil.wait_procs(list(doomed.values()), timeout=10)
 
     def _start_head(self, record: FaultTolerantHeadRecord) -> bool:
+        """One attempt at `ray start --head`; True once the head's raylet runs. A failed
+        attempt leaves nothing behind: what it started holds the head's ports, and every
+        later attempt would fail on them ("Failed to bind ... already occupied")."""
         from serve_apps.internals import forget_bootstrap_address
 
         # The data node's raylet still names the head's address, which `ray start --head`
@@ -281,18 +349,42 @@ class HeadSupervisor:
             password = os.environ.get(record.password_env)
             if password:
                 command.append(f"--redis-password={password}")
-        try:
-            result = subprocess.run(
-                command, capture_output=True, text=True, check=False, timeout=HEAD_START_S
-            )
-        except subprocess.TimeoutExpired:
-            log.error("`ray start --head` did not finish in %.0f s; trying again", HEAD_START_S)
-            return False
-        if result.returncode != 0:
-            tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
-            log.error("`ray start --head` failed; trying again: %s", " | ".join(tail))
-            return False
-        return True
+        attempt = HeadStartAttempt(command, self._state_dir / HEAD_START_LOG)
+        failure = attempt.wait(HEAD_START_S)
+        if failure is None and self._head_raylet() is None:
+            failure = "it exited 0 but no raylet of the head runs"
+        if failure is None:
+            return True
+        log.error("`ray start --head` failed; stopping what it started, then again: %s", failure)
+        self._stop_started_since(attempt.started_at, attempt.children)
+        return False
+
+    def _stop_started_since(self, started_at: float, also: Iterable[psutil.Process]) -> None:
+        """Stop the processes of a failed head start: those it started (`also`, seen while
+        it ran) and the session's processes created since it began, never the data node's."""
+        doomed = {p.pid: p for p in [*also, *self._started_since(started_at)]}
+        for proc in doomed.values():
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        psutil.wait_procs(list(doomed.values()), timeout=10)
+        self._held.clear()
+
+    def _started_since(self, started_at: float) -> list[psutil.Process]:
+        """The session's processes created since `started_at`, less the data node's
+        (children of a raylet that is not the head's)."""
+        session = local_head_processes(self._state_dir)
+        theirs: set[int] = set()
+        for proc in session:
+            with contextlib.suppress(psutil.Error):
+                if proc.name() == "raylet" and not _is_head_raylet(proc) and _running(proc):
+                    theirs.add(proc.pid)
+                    theirs.update(c.pid for c in proc.children(recursive=True))
+        mine = []
+        for proc in session:
+            with contextlib.suppress(psutil.Error):
+                if proc.pid not in theirs and proc.create_time() >= started_at - 1:
+                    mine.append(proc)
+        return mine
 
     def _advertised_address(self) -> str:
         """The GCS address the head advertised (the machine's address, where `up` asked
@@ -302,22 +394,10 @@ class HeadSupervisor:
         return ""
 
     def _record_new_head(self, started_at: float) -> None:
-        """The processes started since the restart began, less the data node's (children of
-        a raylet that is not the head's)."""
-        session = local_head_processes(self._state_dir)
-        theirs: set[int] = set()
-        for proc in session:
-            with contextlib.suppress(psutil.Error):
-                if proc.name() == "raylet" and not _is_head_raylet(proc):
-                    theirs.update(c.pid for c in proc.children(recursive=True))
-        mine = []
-        for proc in session:
-            with contextlib.suppress(psutil.Error):
-                if proc.pid not in theirs and proc.create_time() >= started_at - 1:
-                    mine.append(proc)
+        """The processes started since the restart began are the head's own now."""
         record = read_head_record(self._state_dir)
         if record is not None:
-            record.head_processes = recorded(mine)
+            record.head_processes = recorded(self._started_since(started_at))
             write_head_record(self._state_dir, record)
 
     def run(self) -> None:
@@ -329,6 +409,19 @@ class HeadSupervisor:
                 log.exception("supervision pass failed; retrying")
             time.sleep(POLL_S)
         log.info("stopped (the head's record is gone, or asked to stop)")
+
+
+def _raise_priority() -> None:
+    """In a child the supervisor starts, before it runs: HEAD_NICENESS where allowed, else
+    as it is; and, for a child in a session of its own (the supervisor, a GCS), its
+    session's scheduling group: where the kernel groups by session (autogroup), a
+    niceness only orders processes within their group, and it is the group's that
+    competes with the engines' sessions."""
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, 0, HEAD_NICENESS)
+    if os.getsid(0) == os.getpid():  # its own new session: else the caller's whole one
+        with contextlib.suppress(OSError):
+            Path("/proc/self/autogroup").write_text(str(HEAD_NICENESS))
 
 
 def _running(proc: psutil.Process) -> bool:
@@ -357,6 +450,8 @@ def start_supervisor(state_dir: Path, head_env: Mapping[str, str]) -> int:
         stdout=log_file,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        # It must see and act on a loss while the engines hold every core.
+        preexec_fn=_raise_priority,
     )
     record = read_head_record(state_dir)
     if record is not None:

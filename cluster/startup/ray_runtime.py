@@ -309,29 +309,48 @@ def local_head_processes(state_dir: Path) -> list[psutil.Process]:
     marker = state_dir / LOCAL_HEAD_MARKER
     if not marker.exists():
         return []
-    session_dir = json.loads(marker.read_text()).get("session_dir")
+    head = json.loads(marker.read_text())
+    session_dir = head.get("session_dir")
     if not session_dir:
         return []
+    gcs_port = str(head.get("address") or "").rpartition(":")[2]
     roots = [
         root
         for root in psutil.process_iter(["cmdline"])
-        if any(session_dir in arg for arg in (root.info.get("cmdline") or []))
+        if is_head_process(root.info.get("cmdline") or [], session_dir, gcs_port)
     ]
     return with_descendants(roots)
 
 
+def is_head_process(cmdline: list[str], session_dir: str, gcs_port: str) -> bool:
+    """A process of the head: it names the session directory, or it is the Ray client
+    server `ray start --head` starts beside the GCS, whose command line names only the
+    GCS's address (missed, it outlived every `down` and held its port)."""
+    if any(session_dir in arg for arg in cmdline):
+        return True
+    return (
+        bool(gcs_port)
+        and "ray.util.client.server" in cmdline
+        and any(a.startswith("--address=") and a.endswith(f":{gcs_port}") for a in cmdline)
+    )
+
+
 def with_descendants(roots: Iterable[psutil.Process]) -> list[psutil.Process]:
-    """`roots` and every process under them, each once (one that is gone is skipped)."""
+    """`roots` and every process under them, each once (one that is gone is skipped). One
+    pass over the process table: psutil's `children()` reads all of it per call, which
+    for every process of a session took the supervisor a minute on a loaded machine."""
     import psutil
 
+    children: dict[int, list[psutil.Process]] = {}
+    for proc in psutil.process_iter(["ppid"]):
+        children.setdefault(proc.info["ppid"], []).append(proc)
     found: dict[int, psutil.Process] = {}
-    for root in roots:
-        found[root.pid] = root
-        try:
-            for child in root.children(recursive=True):
-                found[child.pid] = child
-        except psutil.Error:
-            continue
+    pending = list(roots)
+    while pending:
+        proc = pending.pop(0)
+        if proc.pid not in found:
+            found[proc.pid] = proc
+            pending.extend(children.get(proc.pid, ()))
     return list(found.values())
 
 
