@@ -36,6 +36,16 @@ class HeadUnavailable(Exception):
         self.address = address
 
 
+class ControlActorUnresponsive(HeadUnavailable):
+    """The cluster answers but one of its control actors (the fleet manager, the registry)
+    did not within its deadline: Ray is starting it again after the head's loss, or cannot
+    place it (no head node yet). Exits HEAD_UNAVAILABLE, as a head that does not answer."""
+
+    def __init__(self, address: str, message: str) -> None:
+        Exception.__init__(self, message)
+        self.address = address
+
+
 class EndpointUnreachable(Exception):
     """`status --url`: the endpoint did not answer (nothing listens, or its registry is
     away); exits HEAD_UNAVAILABLE, as a head that does not answer does."""

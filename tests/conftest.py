@@ -28,6 +28,7 @@ MODULE_ORDER: tuple[str, ...] = (
     "integration/test_fleet_file_story.py",
     "faults/test_disk_fills_during_staging.py",
     "faults/test_fleet_manager_faults.py",
+    "faults/test_control_actor_deadlines.py",
     "integration/test_inventory_probe.py",
     # The fake stack: read-only users, then those that change it.
     "e2e/test_inventory_status.py",

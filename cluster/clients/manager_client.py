@@ -7,10 +7,12 @@ actor (`cluster/ray_adapters/manager_actor.py`), joined from a terminal or from 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from domain.exit_codes import UserInputError
+from cluster.clients.actor_calls import ANSWER_S, answer, cluster_address
+from domain.exit_codes import ControlActorUnresponsive, UserInputError
 from domain.fleet_file import FleetFile, FleetModelEntry
 from domain.fleet_state import FleetState
 from domain.operation import OperationEvent, OperationResult
@@ -24,7 +26,9 @@ if TYPE_CHECKING:
 OnEvent = Callable[[OperationEvent], None]
 
 STATUS_TIMEOUT_S = 120.0
-"""How long `status` waits for the manager's answers (it may be reconciling after a restart)."""
+"""How long `status` and `plan` wait for the manager's answer (it probes every node)."""
+EVENT_POLL_S = 5.0
+"""How long one poll of a running operation's progress waits."""
 
 
 class ManagerApi(Protocol):
@@ -56,21 +60,29 @@ class ManagerApi(Protocol):
         ...
 
 
-class RayManagerClient:
-    """`ManagerApi` on the manager actor."""
+MANAGER = "fleet manager"
 
-    def __init__(self, actor: Any) -> None:
+
+class RayManagerClient:
+    """`ManagerApi` on the manager actor. Every call has a deadline (actor_calls.py), and an
+    operation's run is watched: a manager that stops answering during one is reported, not
+    waited on forever."""
+
+    def __init__(self, actor: Any, *, answer_s: float = ANSWER_S) -> None:
         self._actor = actor
+        self._answer_s = answer_s
 
     @classmethod
     def connect(cls, address: str) -> RayManagerClient:
-        """Join the cluster at `address` and find its manager; UserInputError when none runs."""
+        """Join the cluster at `address` and find its manager; UserInputError when none runs,
+        ControlActorUnresponsive when it does not answer (nothing is sent to it then)."""
         from cluster.startup.ray_runtime import connect
 
         connect(address)
         found = cls.find()
         if found is None:
             raise UserInputError(f"no Switchyard manager runs on {address}; start `switchyard up`")
+        found.identity()
         return found
 
     @classmethod
@@ -91,9 +103,7 @@ class RayManagerClient:
         return cls(manager_actor(settings))
 
     def identity(self) -> str:
-        import ray
-
-        identity: str = ray.get(self._actor.identity.remote())
+        identity: str = self._answer(self._actor.identity.remote(), "who it is")
         return identity
 
     def run(
@@ -103,15 +113,25 @@ class RayManagerClient:
 
         pending = self._actor.run.remote(request)
         seen = 0
+        answered_at = time.monotonic()
         while True:
             done, _ = ray.wait([pending], timeout=1.0)
-            if on_event is not None:
-                events: list[OperationEvent] = ray.get(self._actor.events.remote(seen))
+            events = self._events_since(seen)
+            if events is not None:
+                answered_at = time.monotonic()
                 for event in events:
                     seen += 1
-                    on_event(event)
+                    if on_event is not None:
+                        on_event(event)
             if done:
                 break
+            if time.monotonic() - answered_at > self._answer_s:
+                raise ControlActorUnresponsive(
+                    cluster_address(),
+                    f"the {MANAGER} stopped answering during the operation (nothing for "
+                    f"{self._answer_s:.0f} s); its journal holds what it did, and it completes or "
+                    "rolls the operation back when it answers again: check `switchyard status`",
+                )
         try:
             result: OperationResult = ray.get(pending)
         except ray.exceptions.RayActorError:
@@ -121,31 +141,45 @@ class RayManagerClient:
                 on_event(event)
         return result
 
-    def fleet(self) -> FleetState:
+    def _events_since(self, seen: int) -> list[OperationEvent] | None:
+        """The operation's events after the first `seen`; None when the manager did not
+        answer within a poll (a dead one fails the pending run, which says so)."""
         import ray
 
-        fleet: FleetState = ray.get(self._actor.fleet.remote())
+        try:
+            events: list[OperationEvent] = ray.get(
+                self._actor.events.remote(seen), timeout=min(EVENT_POLL_S, self._answer_s)
+            )
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError):
+            return None
+        return events
+
+    def fleet(self) -> FleetState:
+        fleet: FleetState = self._answer(self._actor.fleet.remote(), "with the fleet")
         return fleet
 
     def plan_fleet(self, desired: FleetFile) -> FleetPlan:
-        import ray
-
-        plan: FleetPlan = ray.get(self._actor.plan_fleet.remote(desired))
+        plan: FleetPlan = self._answer(
+            self._actor.plan_fleet.remote(desired), "with a plan", STATUS_TIMEOUT_S
+        )
         return plan
 
     def export_fleet(self) -> list[FleetModelEntry]:
-        import ray
-
-        entries: list[FleetModelEntry] = ray.get(self._actor.export_fleet.remote())
+        entries: list[FleetModelEntry] = self._answer(
+            self._actor.export_fleet.remote(), "with the fleet's entries"
+        )
         return entries
 
     def record_apply(self, record: Mapping[str, Any]) -> None:
-        import ray
-
-        ray.get(self._actor.record_apply.remote(dict(record)))
+        self._answer(self._actor.record_apply.remote(dict(record)), "to an apply's record")
 
     def status(self) -> ManagerStatus:
-        import ray
-
-        status: ManagerStatus = ray.get(self._actor.status.remote(), timeout=STATUS_TIMEOUT_S)
+        status: ManagerStatus = self._answer(
+            self._actor.status.remote(), "with its status", STATUS_TIMEOUT_S
+        )
         return status
+
+    def _answer(self, ref: Any, what: str, slower_s: float = 0.0) -> Any:
+        """`ref`'s value within this client's deadline (`slower_s` for calls that probe
+        every node, when longer)."""
+        return answer(ref, MANAGER, what, timeout_s=max(self._answer_s, slower_s))

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from cluster.clients.actor_calls import answer
 from domain.exit_codes import UserInputError
 from domain.status_report import EndpointStatus
 from domain.tenant_keys import TenantTable
@@ -53,8 +54,11 @@ class RegistryApi(Protocol):
         ...
 
 
+REGISTRY = "fleet registry"
+
+
 class RayRegistryClient:
-    """`RegistryApi` on the registry actor."""
+    """`RegistryApi` on the registry actor; every call has a deadline (actor_calls.py)."""
 
     def __init__(self, actor: Any) -> None:
         self._actor = actor
@@ -83,39 +87,32 @@ class RayRegistryClient:
         return cls(registry_actor())
 
     def view(self) -> RegistryView:
-        import ray
-
-        table, facts, tenants, usage = ray.get(
-            [
-                self._actor.table.remote(),
-                self._actor.facts.remote(),
-                self._actor.tenants.remote(-1),
-                self._actor.tenant_usage.remote(),
-            ]
-        )
+        calls = [
+            self._actor.table.remote(),
+            self._actor.facts.remote(),
+            self._actor.tenants.remote(-1),
+            self._actor.tenant_usage.remote(),
+        ]
+        table, facts, tenants, usage = answer(calls, REGISTRY, "with its view")
         return RegistryView(table, facts, tenants, usage)
 
     def facts(self) -> dict[str, Any]:
-        import ray
-
-        facts: dict[str, Any] = ray.get(self._actor.facts.remote())
+        facts: dict[str, Any] = answer(self._actor.facts.remote(), REGISTRY, "with its facts")
         return facts
 
     def set_fact(self, key: str, value: Any) -> None:
-        import ray
-
-        ray.get(self._actor.set_fact.remote(key, value))
+        answer(self._actor.set_fact.remote(key, value), REGISTRY, f"to setting {key}")
 
     def set_tenants(self, table: TenantTable) -> int:
-        import ray
-
-        version: int = ray.get(self._actor.set_tenants.remote(table))
+        version: int = answer(
+            self._actor.set_tenants.remote(table), REGISTRY, "to publishing the tenant table"
+        )
         return version
 
     def engine_endpoints(self) -> list[EngineEndpoint]:
-        import ray
-
-        endpoints: list[EngineEndpoint] = ray.get(self._actor.engine_endpoints.remote())
+        endpoints: list[EngineEndpoint] = answer(
+            self._actor.engine_endpoints.remote(), REGISTRY, "with the engines' endpoints"
+        )
         return endpoints
 
     def ingress_endpoints(self, facts: Mapping[str, Any]) -> list[EndpointStatus]:

@@ -24,7 +24,7 @@ from cluster.fleet.journal import Journal
 from cluster.fleet.manager_settings import ManagerSettings
 from cluster.fleet.model_health import HealthChange, health_changes
 from cluster.fleet.operation_recorder import OperationRecorder
-from cluster.fleet.ports import Clock, ClusterPorts, DeployFailed, SystemClock
+from cluster.fleet.ports import Clock, ClusterPorts, DeployFailed, RoutesUnavailable, SystemClock
 from cluster.fleet.preflight import preflight
 from cluster.fleet.reconcile import reconcile, republish
 from cluster.fleet.residency import park, publish_parked, resident_models, wake
@@ -446,7 +446,14 @@ class FleetEngine:
         """Make Serve, the registry and the desired state agree after a (re)start; until it
         has run, operations wait."""
         try:
-            message = reconcile(self._ctx)
+            while True:
+                try:
+                    message = reconcile(self._ctx)
+                    break
+                except RoutesUnavailable as exc:
+                    # The registry comes back with the head; reconciling without it would
+                    # open operations on a fleet nobody checked.
+                    log.warning("reconcile waits for the registry: %s", exc)
             log.info("reconciled: %s", message)
             return message
         finally:

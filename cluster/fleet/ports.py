@@ -73,7 +73,14 @@ class AppStatus(StrEnum):
     DELETING = "deleting"
 
 
+class RoutesUnavailable(Exception):
+    """The registry did not answer within its deadline (Ray is starting it again after the
+    head's loss): the call's change may not have been made."""
+
+
 class RoutePort(Protocol):
+    """Every call raises RoutesUnavailable rather than wait forever for the registry."""
+
     def routing_table(self) -> RoutingTable: ...
 
     def is_open(self) -> bool:

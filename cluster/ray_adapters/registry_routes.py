@@ -6,8 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from cluster.fleet.ports import RoutesUnavailable
 from domain.model_state import ModelState
 from serve_apps.registry.routing_table import ModelRoute, RoutingTable
+
+REGISTRY_ANSWER_S = 120.0
+"""How long the manager waits for one answer of the registry: longer than a whole-head
+restart takes (the registry runs on the head and comes back with it), short enough that an
+operation never waits forever on a registry that cannot be placed."""
 
 
 class RegistryRoutes:
@@ -16,8 +22,14 @@ class RegistryRoutes:
 
     def _call(self, method: str, *args: Any) -> Any:
         import ray
+        from ray.exceptions import GetTimeoutError
 
-        return ray.get(getattr(self._registry, method).remote(*args))
+        try:
+            return ray.get(getattr(self._registry, method).remote(*args), timeout=REGISTRY_ANSWER_S)
+        except GetTimeoutError:
+            raise RoutesUnavailable(
+                f"the fleet registry did not answer `{method}` within {REGISTRY_ANSWER_S:.0f} s"
+            ) from None
 
     def routing_table(self) -> RoutingTable:
         table: RoutingTable = self._call("table")
