@@ -142,6 +142,46 @@ async def llm_server_asgi_app(server: Any) -> Any:
     return await engine.build_asgi_app()
 
 
+@dataclass(frozen=True)
+class ServeLogTargets:
+    """The file handlers behind this replica's Serve log, as Serve configured them.
+
+    Why: vLLM configures logging with `logging.config.dictConfig` when an engine is created
+    in the replica process (`AsyncLLM`), and dictConfig closes every handler of the
+    process. Serve's replica logger is a `MemoryHandler` whose `target` (its file) closing
+    sets to None: the replica's Serve log then keeps every record in memory and writes
+    none, and a Serve controller restarted with the head fails the replica's
+    `is_allocated` (`get_component_logger_file_path` reads `target.baseFilename`) and
+    stops it, so every vLLM engine was restarted by a head restart."""
+
+    kept: tuple[tuple[Any, Any], ...]
+    """(MemoryHandler, its target) of the `ray.serve` logger."""
+
+    @classmethod
+    def now(cls) -> ServeLogTargets:
+        import logging
+        import logging.handlers
+
+        from ray.serve._private.constants import SERVE_LOGGER_NAME
+
+        handlers = logging.getLogger(SERVE_LOGGER_NAME).handlers
+        return cls(
+            tuple(
+                (h, h.target)
+                for h in handlers
+                if isinstance(h, logging.handlers.MemoryHandler) and h.target is not None
+            )
+        )
+
+    def restore(self) -> int:
+        """Give each closed MemoryHandler its target back (a file handler reopens its file
+        on its next record); how many were closed."""
+        closed = [(handler, target) for handler, target in self.kept if handler.target is None]
+        for handler, target in closed:
+            handler.target = target
+        return len(closed)
+
+
 def llm_server_engine_client(server: Any) -> Any:
     """The vLLM `AsyncLLM` inside an `LLMServer`'s running engine: Ray Serve LLM's engine
     wrapper keeps it in a private attribute. The replica asks it whether any request is in
@@ -430,6 +470,20 @@ def _llm_config_caches_engine_config() -> bool:
     return "_engine_config" in LLMConfig.__private_attributes__
 
 
+def _serve_log_is_a_memory_handler() -> bool:
+    from ray.serve._private import logging_utils
+    from ray.serve._private.constants import SERVE_LOGGER_NAME
+
+    source = inspect.getsource(logging_utils.get_component_logger_file_path)
+    configure = inspect.getsource(logging_utils.configure_component_logger)
+    return (
+        bool(SERVE_LOGGER_NAME)
+        and "MemoryHandler" in source
+        and "target.baseFilename" in source
+        and "MemoryHandler(" in configure
+    )
+
+
 def _engine_builds_asgi_app() -> bool:
     return _has(
         "ray.llm._internal.serve.engines.vllm.vllm_engine", "VLLMEngine", "build_asgi_app"
@@ -520,6 +574,11 @@ REQUIREMENTS: Final[tuple[_Requirement, ...]] = (
     _Requirement("LLMServer._llm_config (set in LLMServer._init_shared)", _llm_server_keeps_config),
     _Requirement(
         "LLMConfig._engine_config (its cached engine config)", _llm_config_caches_engine_config
+    ),
+    _Requirement(
+        "Serve's replica log is a MemoryHandler on SERVE_LOGGER_NAME whose target "
+        "get_component_logger_file_path reads",
+        _serve_log_is_a_memory_handler,
     ),
     _Requirement("VLLMEngine.build_asgi_app", _engine_builds_asgi_app),
     _Requirement("VLLMEngine._engine_client (the vLLM AsyncLLM)", _engine_keeps_client),

@@ -22,6 +22,7 @@ from serve_apps.engine.endpoint_registration import DirectEndpoint
 from serve_apps.engine.idle_gauges import IdleGaugeRepublisher, engine_idle_republisher
 from serve_apps.engine.weights_locator import WeightsLocator
 from serve_apps.internals import (
+    ServeLogTargets,
     llm_server_asgi_app,
     llm_server_engine_client,
     llm_server_health_check_period_s,
@@ -52,7 +53,10 @@ class DirectStreamingLLMServer(LLMServer):
             # node that lacks them), before vLLM reads a byte.
             model_dir = await asyncio.to_thread(self._weights.local_path)
             llm_server_load_from(self, str(model_dir))
+        serve_log = ServeLogTargets.now()
         await super().start()  # type: ignore[no-untyped-call]
+        if serve_log.restore():
+            log.info("reopened Serve's replica log, which vLLM's logging setup had closed")
         self._start_idle_gauges()
         direct = DirectEndpoint()
         try:

@@ -6,11 +6,14 @@ An upgrade that moves one fails here, naming it, instead of deep inside a swap o
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from serve_apps import internals
 from serve_apps.internals import (
     HEAD_NODE_RESOURCE,
+    ServeLogTargets,
     _Requirement,
     app_of_placement_group,
     head_node_resources,
@@ -72,3 +75,31 @@ def test_vllm_parser_names_come_from_the_installed_vllm() -> None:
     assert tools is not None and "kimi_k2" in tools and "minimax_m2" in tools
     reasoning = internals.vllm_parser_names("reasoning")
     assert reasoning is not None and "deepseek_r1" in reasoning
+
+
+def test_serves_replica_log_closed_by_a_logging_setup_is_given_its_file_back(
+    tmp_path: Path,
+) -> None:
+    """What vLLM's engine start does in a replica (dictConfig closes every handler) and
+    what the replica does about it: Serve's MemoryHandler gets its file handler back, and
+    the next records reach the file."""
+    import logging.config
+    import logging.handlers
+
+    from ray.serve._private.constants import SERVE_LOGGER_NAME
+
+    serve_logger = logging.getLogger(SERVE_LOGGER_NAME)
+    path = tmp_path / "replica.log"
+    memory = logging.handlers.MemoryHandler(1, target=logging.FileHandler(path))
+    serve_logger.addHandler(memory)
+    try:
+        kept = ServeLogTargets.now()
+        logging.config.dictConfig({"version": 1, "disable_existing_loggers": False})
+        assert memory.target is None
+        assert kept.restore() == 1
+        serve_logger.error("after the engine started")
+        assert "after the engine started" in path.read_text()
+        assert kept.restore() == 0
+    finally:
+        serve_logger.removeHandler(memory)
+        memory.close()
