@@ -45,6 +45,7 @@ import pytest
 
 from cluster.startup.fault_tolerant_head import read_head_record
 from tests.support import shared_stacks
+from tests.support.head_faults import kill_gcs, kill_whole_head, listed_models
 from tests.support.running_stack import SWITCHYARD, RunningStack, stack_env
 from tests.support.status_load import StatusLoad, describe_failures
 from tests.support.waiting import wait_until
@@ -72,22 +73,6 @@ def _pids(stack: RunningStack, marker: str) -> set[int]:
         except psutil.NoSuchProcess:
             continue
     return found
-
-
-def _gcs(stack: RunningStack) -> psutil.Process:
-    for proc in stack.processes():
-        try:
-            if proc.name() == "gcs_server":
-                return proc
-        except psutil.NoSuchProcess:
-            continue
-    raise LookupError("no gcs_server in the stack's session")
-
-
-def _listed(stack: RunningStack) -> set[str]:
-    answer = httpx.get(f"{stack.base_url}/models", headers=AUTH, timeout=30)
-    answer.raise_for_status()
-    return {m["id"] for m in answer.json()["data"]}
 
 
 def _operations(stack: RunningStack, serving: str, fleet_file: Path) -> list[tuple[str, ...]]:
@@ -134,34 +119,6 @@ def test_a_fault_tolerant_head_with_no_other_ingress_node_is_refused_and_nothing
     assert left == [], "processes of the refused stack are still running"
 
 
-def _kill_gcs(stack: RunningStack) -> None:
-    gcs = _gcs(stack)
-    gcs.kill()
-    gcs.wait(10)
-
-
-def _kill_whole_head(stack: RunningStack) -> None:
-    """SIGKILL to every process of the head, as the loss of its machine would do it: what
-    `ray start --head` started (the record's `head_processes`: the GCS, the head's raylet,
-    the dashboard, the monitors) and everything those run (Serve's controller, the fleet
-    manager, the registry). The data node's raylet and its replicas are left alone."""
-    from cluster.startup.fault_tolerant_head import surviving_head_processes
-
-    record = read_head_record(stack.state_dir)
-    assert record is not None and record.head_processes
-    doomed = surviving_head_processes(record)
-    names = set()
-    for proc in doomed:
-        try:
-            names.add(proc.name())
-            proc.kill()
-        except psutil.NoSuchProcess:
-            continue
-    psutil.wait_procs(doomed, timeout=10)
-    assert {"gcs_server", "raylet"} <= names, names
-    assert not any("ServeReplica" in n for n in names), "a replica ran on the head"
-
-
 def _outage(stack: RunningStack, tmp_path: Path, what: str, kill: Callable[[], None]) -> str:
     """Kill (`kill`) with the supervisor paused, try every operation, let the supervisor
     go, and check what the issue asks; the figure line for RELIABILITY.md."""
@@ -173,7 +130,7 @@ def _outage(stack: RunningStack, tmp_path: Path, what: str, kill: Callable[[], N
     assert exported.returncode == 0, exported.stderr
     fleet_file = tmp_path / "fleet.yaml"
     fleet_file.write_text(exported.stdout)
-    listed = _listed(stack)
+    listed = listed_models(stack)
     engines = _pids(stack, "ServeReplica:model-")
     gateways = _pids(stack, "ServeReplica:switchyard-gateway")
     assert engines and gateways
@@ -216,7 +173,7 @@ def _outage(stack: RunningStack, tmp_path: Path, what: str, kill: Callable[[], N
     assert outcomes and all(o.ok for o in outcomes), describe_failures(outcomes)
     during = [o for o in outcomes if killed_at < o.started < killed_at + outage_s]
     assert during, "no request was sent during the outage"
-    assert _listed(stack) == listed
+    assert listed_models(stack) == listed
     assert _pids(stack, "ServeReplica:model-") == engines, "an engine process restarted"
     assert _pids(stack, "ServeReplica:switchyard-gateway") == gateways
     recovered = read_head_record(stack.state_dir)
@@ -236,7 +193,7 @@ def _outage(stack: RunningStack, tmp_path: Path, what: str, kill: Callable[[], N
 def test_a_killed_gcs_is_restarted_while_the_data_plane_serves_and_operations_fail_fast(
     stack: RunningStack, tmp_path: Path
 ) -> None:
-    print("\n" + _outage(stack, tmp_path, "gcs-outage", lambda: _kill_gcs(stack)))
+    print("\n" + _outage(stack, tmp_path, "gcs-outage", lambda: kill_gcs(stack)))
 
 
 def test_a_lost_head_is_started_again_whole_while_the_data_node_serves(
@@ -246,7 +203,7 @@ def test_a_lost_head_is_started_again_whole_while_the_data_node_serves(
     controller, the manager, the registry) die at once. The gateway and the engine run on
     the data node and keep answering; the supervisor starts the head again, Ray restarts
     the control actors on it, and Serve's controller attaches to the replicas it finds."""
-    figure = _outage(stack, tmp_path, "head-loss", lambda: _kill_whole_head(stack))
+    figure = _outage(stack, tmp_path, "head-loss", lambda: kill_whole_head(stack))
     record = read_head_record(stack.state_dir)
     assert record is not None and any(o.process == "head" for o in record.outages)
     serving = stack.default_model()
@@ -292,7 +249,7 @@ def test_a_swap_interrupted_by_the_heads_loss_is_finished_or_rolled_back_by_reco
             return False
 
         wait_until(deploying, 120, 0.05, message="the swap never reached deploying_new")
-        _kill_whole_head(stack)
+        kill_whole_head(stack)
         swap.wait(180)  # it fails, or hears the outcome from the restarted manager
     finally:
         if swap.poll() is None:
@@ -314,7 +271,7 @@ def test_a_swap_interrupted_by_the_heads_loss_is_finished_or_rolled_back_by_reco
     assert isinstance(models, list)
     assert [m["state"] for m in models if m["name"] == survivor] == ["ready"]
     assert not [m for m in models if m["name"] == other], "the other model is still recorded"
-    assert other not in _listed(stack)
+    assert other not in listed_models(stack)
     answer = httpx.post(
         f"{stack.base_url}/chat/completions",
         headers=AUTH,

@@ -74,7 +74,8 @@ def keys_file(state_dir: Path) -> Path:
 
 
 def real_up_args() -> tuple[str, ...]:
-    # A fault-tolerant head, as the fake stack's: test_gcs_outage_vllm.py kills its GCS.
+    # A fault-tolerant head, as the fake stack's: test_gcs_outage_vllm.py kills its GCS, then the
+    # whole head.
     return (*_models(), "--max-model-len", str(MAX_MODEL_LEN), "--gcs-store", "local")
 
 
