@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cluster.startup.ray_runtime import advertised_address
 from domain.exit_codes import ControlActorUnresponsive
 
 ANSWER_S = 60.0
@@ -25,15 +26,8 @@ def answer(ref: Any, actor: str, what: str, *, timeout_s: float = ANSWER_S) -> A
         return ray.get(ref, timeout=timeout_s)
     except GetTimeoutError:
         raise ControlActorUnresponsive(
-            cluster_address(),
+            advertised_address(),
             f"the {actor} did not answer {what} within {timeout_s:.0f} s (Ray starts it "
             "again once the head is back after a failure); nothing was changed: retry once "
             "`switchyard status` answers",
         ) from None
-
-
-def cluster_address() -> str:
-    import ray
-
-    address: str = ray.get_runtime_context().gcs_address
-    return address

@@ -11,7 +11,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cluster.clients.actor_calls import ANSWER_S, answer, cluster_address
+from cluster.clients.actor_calls import ANSWER_S, answer
+from cluster.startup.ray_runtime import advertised_address
 from domain.exit_codes import ControlActorUnresponsive, UserInputError
 from domain.fleet_file import FleetFile, FleetModelEntry
 from domain.fleet_state import FleetState
@@ -127,7 +128,7 @@ class RayManagerClient:
                 break
             if time.monotonic() - answered_at > self._answer_s:
                 raise ControlActorUnresponsive(
-                    cluster_address(),
+                    advertised_address(),
                     f"the {MANAGER} stopped answering during the operation (nothing for "
                     f"{self._answer_s:.0f} s); its journal holds what it did, and it completes or "
                     "rolls the operation back when it answers again: check `switchyard status`",

@@ -24,7 +24,7 @@ from cluster.ray_adapters.ingress_liveness import alive_node_ids, running_replic
 from cluster.ray_adapters.ray_nodes import RayNodes
 from cluster.ray_adapters.registry_routes import RegistryRoutes
 from cluster.ray_adapters.serve_control import ServeControl
-from cluster.startup.ray_runtime import LOCAL_HEAD_MARKER
+from cluster.startup.ray_runtime import LOCAL_HEAD_MARKER, advertised_address
 from cluster.telemetry.gauge_sampler import FleetSampler
 from cluster.telemetry.live_stats_sampler import LiveStatsSampler
 from cluster.telemetry.metrics_targets import service_discovery_file
@@ -82,7 +82,7 @@ class ManagerService:
         # The gateway's status route answers from the registry's copy of this view.
         self._status = ManagerStatusSource(
             self._engine,
-            address=_cluster_address(),
+            address=advertised_address(),
             live=self._live.latest,
             liveness=lambda: (alive_node_ids(), running_replicas_or_none()),
         )
@@ -167,13 +167,6 @@ def _publish_status(registry: Any, status: ManagerStatus) -> None:
     import ray
 
     ray.get(registry.set_manager_status.remote(status), timeout=3.0)
-
-
-def _cluster_address() -> str:
-    import ray
-
-    address: str = ray.get_runtime_context().gcs_address
-    return address
 
 
 def _ray_logs_dir(state_dir: Path) -> Path | None:
